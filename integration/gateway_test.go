@@ -1,0 +1,398 @@
+// Package integration runs a real Caddy in process (caddytest) with the
+// llm_transform module in front of httptest upstreams. All tests share one
+// Caddy instance, so none of them runs in parallel.
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/tidwall/gjson"
+
+	"github.com/llmtransform/caddy-llm-transform/caddymodule"
+)
+
+const (
+	adminAddr  = "localhost:2999"
+	gatewayURL = "http://127.0.0.1:9080"
+)
+
+// globalOptions keep the admin endpoint where caddytest expects it; every
+// config loaded during the test binary's life must repeat them.
+const globalOptions = `{
+	skip_install_trust
+	admin ` + adminAddr + `
+	http_port 9080
+	https_port 9443
+	grace_period 1ns
+}
+`
+
+// normalisedDemoPatch is what the demo upstream's sloppy patch must become.
+const normalisedDemoPatch = "*** Begin Patch\n*** Add File: hello.txt\n+Hello from caddy-llm-transform\n*** End Patch\n"
+
+func startGateway(t *testing.T, rules, upstream string) *caddytest.Tester {
+	t.Helper()
+	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})
+	tester.InitServer(globalOptions+`
+:9080 {
+	llm_transform {
+`+rules+`
+	}
+	reverse_proxy `+upstream+`
+}
+`, "caddyfile")
+	return tester
+}
+
+func strictUpstream(t *testing.T) (*caddymodule.DemoUpstream, string) {
+	t.Helper()
+	demo := &caddymodule.DemoUpstream{}
+	srv := httptest.NewServer(demo.Handler())
+	t.Cleanup(srv.Close)
+	return demo, strings.TrimPrefix(srv.URL, "http://")
+}
+
+func sdkClient() openai.Client {
+	return openai.NewClient(option.WithBaseURL(gatewayURL+"/v1/"), option.WithAPIKey("test-key"), option.WithMaxRetries(0))
+}
+
+func codexLikeParams() responses.ResponseNewParams {
+	return responses.ResponseNewParams{
+		Model: "gpt-5.5",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Create hello.txt")},
+		Tools: []responses.ToolUnionParam{
+			responses.ToolParamOfFunction("exec_command", map[string]any{"type": "object", "properties": map[string]any{"cmd": map[string]any{"type": "string"}}}, false),
+			responses.ToolParamOfCustom("apply_patch"),
+		},
+	}
+}
+
+// assertUpstreamSawFunctions checks the last request that reached the strict
+// upstream carried no custom shapes (it would have answered 400 otherwise,
+// but the assertion pins down what was sent).
+func assertUpstreamSawFunctions(t *testing.T, demo *caddymodule.DemoUpstream) {
+	t.Helper()
+	reqs := demo.Requests()
+	if len(reqs) == 0 {
+		t.Fatal("upstream received nothing")
+	}
+	last := gjson.ParseBytes(reqs[len(reqs)-1])
+	for _, tool := range last.Get("tools").Array() {
+		if tool.Get("type").String() != "function" {
+			t.Fatalf("upstream saw a non-function tool: %s", tool.Raw)
+		}
+	}
+	ap := last.Get(`tools.#(name=="apply_patch")`)
+	if ap.Get("parameters.required.0").String() != "input" || ap.Get("strict").Raw != "false" {
+		t.Fatalf("apply_patch definition: %s", ap.Raw)
+	}
+}
+
+func TestResponsesNonStreamingWithSDK(t *testing.T) {
+	demo, up := strictUpstream(t)
+	startGateway(t, `		rule field_custom_tools_to_function {
+			names apply_patch
+		}`, up)
+	client := sdkClient()
+	resp, err := client.Responses.New(context.Background(), codexLikeParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []responses.ResponseCustomToolCall
+	for _, item := range resp.Output {
+		if item.Type == "custom_tool_call" {
+			calls = append(calls, item.AsCustomToolCall())
+		}
+		if item.Type == "function_call" {
+			t.Fatalf("client saw a function call: %s", item.RawJSON())
+		}
+	}
+	if len(calls) != 1 || calls[0].Name != "apply_patch" || calls[0].Input != normalisedDemoPatch {
+		t.Fatalf("custom calls = %+v", calls)
+	}
+	// The echoed tools are the client's, custom apply_patch included.
+	if resp.Tools[1].Type != "custom" {
+		t.Fatalf("echoed tools: %s", resp.RawJSON())
+	}
+	assertUpstreamSawFunctions(t, demo)
+}
+
+func TestResponsesStreamingWithSDK(t *testing.T) {
+	demo, up := strictUpstream(t)
+	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})
+	tester.InitServer(`{
+	"admin": {"listen": "`+adminAddr+`"},
+	"apps": {"http": {"http_port": 9080, "https_port": 9443, "grace_period": 1, "servers": {"gw": {
+		"listen": [":9080"],
+		"automatic_https": {"disable": true},
+		"routes": [{"handle": [
+			{"handler": "llm_transform", "rules": [{"transform": "field_custom_tools_to_function", "enabled": true, "config": {"names": ["*"]}}]},
+			{"handler": "reverse_proxy", "upstreams": [{"dial": "`+up+`"}]}
+		]}]
+	}}}, "pki": {"certificate_authorities": {"local": {"install_trust": false}}}}
+}`, "json")
+	client := sdkClient()
+	stream := client.Responses.NewStreaming(context.Background(), codexLikeParams())
+	var deltas strings.Builder
+	var doneItem responses.ResponseCustomToolCall
+	var completed responses.Response
+	var sawText bool
+	for stream.Next() {
+		ev := stream.Current()
+		switch ev.Type {
+		case "response.output_text.delta":
+			sawText = true
+		case "response.custom_tool_call_input.delta":
+			if !sawText {
+				t.Fatal("custom input arrived before the text that precedes it")
+			}
+			deltas.WriteString(ev.AsResponseCustomToolCallInputDelta().Delta)
+		case "response.function_call_arguments.delta":
+			t.Fatal("client saw function-call argument deltas")
+		case "response.output_item.done":
+			if it := ev.AsResponseOutputItemDone().Item; it.Type == "custom_tool_call" {
+				doneItem = it.AsCustomToolCall()
+			}
+		case "response.completed":
+			completed = ev.AsResponseCompleted().Response
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if deltas.String() != normalisedDemoPatch {
+		t.Fatalf("input deltas = %q", deltas.String())
+	}
+	if doneItem.Input != normalisedDemoPatch || doneItem.CallID == "" {
+		t.Fatalf("output_item.done = %+v", doneItem)
+	}
+	var found bool
+	for _, it := range completed.Output {
+		if it.Type == "custom_tool_call" && it.AsCustomToolCall().Input == normalisedDemoPatch {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("response.completed output: %s", completed.RawJSON())
+	}
+	assertUpstreamSawFunctions(t, demo)
+}
+
+// TestStreamIsFlushedPerEvent holds the upstream after its first text event
+// until the client has read that event: a gateway that buffers deadlocks
+// here and the test times out instead of passing.
+func TestStreamIsFlushedPerEvent(t *testing.T) {
+	received := make(chan struct{})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		write := func(typ, data string) {
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, data)
+			_ = rc.Flush()
+		}
+		write("response.created", `{"type":"response.created","sequence_number":0,"response":{"id":"r","output":[]}}`)
+		write("response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":1,"item_id":"m","output_index":0,"content_index":0,"delta":"first"}`)
+		select {
+		case <-received:
+		case <-time.After(10 * time.Second):
+			return
+		}
+		write("response.output_item.added", `{"type":"response.output_item.added","sequence_number":2,"output_index":1,"item":{"id":"fc_1","type":"function_call","arguments":"","call_id":"c","name":"apply_patch"}}`)
+		write("response.output_item.done", `{"type":"response.output_item.done","sequence_number":3,"output_index":1,"item":{"id":"fc_1","type":"function_call","arguments":"{\"input\":\"x\"}","call_id":"c","name":"apply_patch"}}`)
+		write("response.completed", `{"type":"response.completed","sequence_number":4,"response":{"id":"r","output":[]}}`)
+	}))
+	defer upstream.Close()
+	tester := startGateway(t, `		rule field_custom_tools_to_function`, strings.TrimPrefix(upstream.URL, "http://"))
+
+	req, _ := http.NewRequest(http.MethodPost, gatewayURL+"/v1/responses", strings.NewReader(`{"model":"m","stream":true,"tools":[{"type":"custom","name":"apply_patch"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := tester.Client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	deadline := time.AfterFunc(5*time.Second, func() { resp.Body.Close() })
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("first text event never arrived: %v", err)
+		}
+		if strings.Contains(line, `"delta":"first"`) {
+			break
+		}
+	}
+	deadline.Stop()
+	close(received)
+	rest, _ := io.ReadAll(br)
+	if !bytes.Contains(rest, []byte(`"type":"custom_tool_call","input":"*** Begin Patch\n`)) &&
+		!bytes.Contains(rest, []byte(`"type":"custom_tool_call"`)) {
+		t.Fatalf("rest of stream: %s", rest)
+	}
+}
+
+// recordingUpstream answers every request with an empty completed response
+// and keeps the bodies it received.
+type recordingUpstream struct {
+	mu     sync.Mutex
+	bodies [][]byte
+}
+
+func (u *recordingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	u.mu.Lock()
+	u.bodies = append(u.bodies, b)
+	u.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"id":"r","object":"response","status":"completed","output":[]}`)
+}
+
+func (u *recordingUpstream) last() gjson.Result {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return gjson.ParseBytes(u.bodies[len(u.bodies)-1])
+}
+
+func jsonConfig(up string, names ...string) string {
+	n, _ := json.Marshal(names)
+	return `{
+	"admin": {"listen": "` + adminAddr + `"},
+	"apps": {"http": {"http_port": 9080, "https_port": 9443, "grace_period": 1, "servers": {"gw": {
+		"listen": [":9080"],
+		"automatic_https": {"disable": true},
+		"routes": [{"handle": [
+			{"handler": "llm_transform", "@id": "llm_rules", "rules": [{"transform": "field_custom_tools_to_function", "config": {"names": ` + string(n) + `}}]},
+			{"handler": "reverse_proxy", "upstreams": [{"dial": "` + up + `"}]}
+		]}]
+	}}}, "pki": {"certificate_authorities": {"local": {"install_trust": false}}}}
+}`
+}
+
+func adminPost(t *testing.T, path, contentType, body string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+adminAddr+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", contentType)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("admin %s: %d %s", path, resp.StatusCode, b)
+	}
+}
+
+func TestHotReloadChangesConvertedTools(t *testing.T) {
+	rec := &recordingUpstream{}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	up := strings.TrimPrefix(srv.URL, "http://")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(jsonConfig(up, "apply_patch"), "json")
+
+	body := `{"model":"m","tools":[{"type":"custom","name":"apply_patch"},{"type":"custom","name":"exec"}]}`
+	send := func() []string {
+		tester.AssertPostResponseBody(gatewayURL+"/v1/responses", []string{"Content-Type: application/json"}, bytes.NewBufferString(body), 200, `{"id":"r","object":"response","status":"completed","output":[]}`)
+		var types []string
+		for _, tool := range rec.last().Get("tools").Array() {
+			types = append(types, tool.Get("name").String()+":"+tool.Get("type").String())
+		}
+		return types
+	}
+	if got := strings.Join(send(), ","); got != "apply_patch:function,exec:custom" {
+		t.Fatalf("before reload: %s", got)
+	}
+	adminPost(t, "/load", "application/json", jsonConfig(up, "*"))
+	if got := strings.Join(send(), ","); got != "apply_patch:function,exec:function" {
+		t.Fatalf("after POST /load: %s", got)
+	}
+	// A PATCH through the handler's @id swaps only its rules.
+	req, _ := http.NewRequest(http.MethodPatch, "http://"+adminAddr+"/id/llm_rules/rules", strings.NewReader(`[{"transform":"field_custom_tools_to_function","config":{"names":["exec"]}}]`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("PATCH: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	if got := strings.Join(send(), ","); got != "apply_patch:custom,exec:function" {
+		t.Fatalf("after PATCH: %s", got)
+	}
+}
+
+func TestErrorsAndPassthrough(t *testing.T) {
+	upstreamErr := `{"error":{"message":"rate limited","type":"requests","param":null,"code":"rate_limit_exceeded"}}`
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		switch {
+		case strings.Contains(string(b), "trigger-429"):
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = io.WriteString(w, upstreamErr)
+		default:
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = w.Write(b) // echo
+		}
+	}))
+	defer upstream.Close()
+	tester := caddytest.NewTester(t)
+	tester.InitServer(globalOptions+`
+:9080 {
+	llm_transform {
+		max_body_size 2KiB
+		rule field_custom_tools_to_function {
+			names *
+		}
+	}
+	reverse_proxy `+strings.TrimPrefix(upstream.URL, "http://")+`
+}
+`, "caddyfile")
+	post := func(path, body string, status int, want string) {
+		t.Helper()
+		tester.AssertPostResponseBody(gatewayURL+path, []string{"Content-Type: application/json"}, bytes.NewBufferString(body), status, want)
+	}
+	// Too large: 413 in the OpenAI error shape.
+	post("/v1/responses", `{"model":"m","input":"`+strings.Repeat("x", 3000)+`"}`, 413,
+		`{"error":{"message":"request body exceeds the gateway's max_body_size of 2048 bytes","type":"invalid_request_error","param":null,"code":"request_too_large"}}`)
+	// Conflict: 400 before anything is forwarded.
+	post("/v1/responses", `{"model":"m","tools":[{"type":"custom","name":"x"},{"type":"function","name":"x"}]}`, 400,
+		`{"error":{"message":"custom tool \"x\" cannot be converted to a function: a native function with the same namespace and name is declared at tools[1]","type":"invalid_request_error","param":"tools[0]","code":"custom_tool_conflict"}}`)
+	// Upstream errors pass through untouched, even for converted requests.
+	post("/v1/responses", `{"model":"trigger-429","tools":[{"type":"custom","name":"x"}]}`, 429, upstreamErr)
+	// Not JSON, and unknown paths, pass through byte for byte.
+	post("/v1/responses", `{"model": not json`, 200, `{"model": not json`)
+	post("/v1/embeddings", `{"model":"m","tools":[{"type":"custom","name":"x"}]}`, 200, `{"model":"m","tools":[{"type":"custom","name":"x"}]}`)
+}
+
+func TestCaddyfileConfigErrors(t *testing.T) {
+	for _, tc := range []struct{ rule, want string }{
+		{"rule nope", `rule 0 (nope): unknown transform "nope"`},
+		{"rule field_custom_tools_to_function {\n\t\t\tnmaes x\n\t\t}", `rule 0 (field_custom_tools_to_function): unknown option "nmaes"`},
+		{"rule field_custom_tools_to_function {\n\t\t\tnames \"\"\n\t\t}", `rule 0 (field_custom_tools_to_function): names: empty tool name`},
+		{"rule field_custom_tools_to_function sideways", `unknown phase "sideways"`},
+	} {
+		caddytest.AssertLoadError(t, globalOptions+`
+:9080 {
+	llm_transform {
+		`+tc.rule+`
+	}
+	respond "x"
+}
+`, "caddyfile", tc.want)
+	}
+}

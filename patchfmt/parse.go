@@ -1,0 +1,445 @@
+package patchfmt
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Kind is the operation a hunk performs on its file.
+type Kind uint8
+
+// The hunk kinds of the grammar.
+const (
+	AddFile Kind = iota + 1
+	DeleteFile
+	UpdateFile
+)
+
+func (k Kind) String() string {
+	switch k {
+	case AddFile:
+		return "add"
+	case DeleteFile:
+		return "delete"
+	case UpdateFile:
+		return "update"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Patch is a parsed apply_patch text.
+type Patch struct {
+	// Environment is the value of an "*** Environment ID: " line, which
+	// Codex's multi-environment grammar allows after "*** Begin Patch".
+	// Empty when there is none.
+	Environment string
+	Hunks       []Hunk
+}
+
+// Hunk is one file operation.
+type Hunk struct {
+	Kind Kind
+	Path string
+	// MoveTo is the new path of an updated file, empty if it keeps its path.
+	MoveTo string
+	// Lines holds an added file's lines, without their "+".
+	Lines []string
+	// Chunks holds an update's changes, which may be none.
+	Chunks []Chunk
+	// EndOfFile reports whether an update's changes end with
+	// "*** End of File". It needs at least one chunk.
+	EndOfFile bool
+}
+
+// Chunk is a run of change lines, normally opened by an "@@" line.
+type Chunk struct {
+	// Unmarked reports that no "@@" line opens the chunk, which only the
+	// first chunk of an update may do, and then it has at least one line.
+	Unmarked bool
+	// Context is the text after "@@ "; empty for a bare "@@".
+	Context string
+	Lines   []Line
+}
+
+// Line is a change line.
+type Line struct {
+	Op   byte // ' ' (context), '-' or '+'
+	Text string
+}
+
+// ParseError reports where a patch departs from the grammar.
+type ParseError struct {
+	Line int // 1-based; one past the last line when the text ends too early
+	Msg  string
+}
+
+func (e *ParseError) Error() string {
+	return "line " + strconv.Itoa(e.Line) + ": " + e.Msg
+}
+
+const (
+	addPrefix    = "*** Add File: "
+	deletePrefix = "*** Delete File: "
+	updatePrefix = "*** Update File: "
+	movePrefix   = "*** Move to: "
+	envPrefix    = "*** Environment ID: "
+	endOfFile    = "*** End of File"
+)
+
+// span is a range of a parser's shared slices.
+type span struct{ lo, hi int }
+
+type parser struct {
+	s    string
+	off  int // start of the next line
+	num  int // number of the current line
+	line string
+	lf   bool // the current line ends in "\n"
+	back bool // the current line is to be read again
+
+	env    string
+	hunks  []Hunk
+	hspans []span // per hunk: its range of adds or chunks
+	chunks []Chunk
+	cspans []span // per chunk: its range of lines
+	lines  []Line
+	adds   []string
+}
+
+// next makes the next line current; it reports false at the end of the
+// text.
+func (p *parser) next() bool {
+	if p.back {
+		p.back = false
+		return true
+	}
+	if p.off >= len(p.s) {
+		return false
+	}
+	p.num++
+	rest := p.s[p.off:]
+	if i := strings.IndexByte(rest, '\n'); i >= 0 {
+		p.line, p.lf, p.off = rest[:i], true, p.off+i+1
+	} else {
+		p.line, p.lf, p.off = rest, false, len(p.s)
+	}
+	return true
+}
+
+// unread makes next return the current line again.
+func (p *parser) unread() { p.back = true }
+
+// errHere reports that the current line is not what was expected.
+func (p *parser) errHere(expected string) error {
+	return &ParseError{Line: p.num, Msg: "expected " + expected + ", found " + quote(p.line)}
+}
+
+// errEnd reports that the text ended where expected was due.
+func (p *parser) errEnd(expected string) error {
+	return &ParseError{Line: p.num + 1, Msg: "expected " + expected + ", found end of input"}
+}
+
+// errNext reports the line that stopped a run: the unread current line, or
+// the end of the text.
+func (p *parser) errNext(expected string) error {
+	if p.back {
+		return p.errHere(expected)
+	}
+	return p.errEnd(expected)
+}
+
+// needLF rejects a line other than "*** End Patch" without its "\n".
+func (p *parser) needLF() error {
+	if !p.lf {
+		return &ParseError{Line: p.num, Msg: "expected a line feed after " + quote(p.line)}
+	}
+	return nil
+}
+
+// Parse parses s under the grammar Codex declares for apply_patch. Line
+// texts and paths in the result share memory with s.
+func Parse(s string) (*Patch, error) {
+	p := parser{s: s}
+	if err := p.parse(); err != nil {
+		return nil, err
+	}
+	return p.build(), nil
+}
+
+const (
+	expectHunk      = `a hunk header ("*** Add File: ", "*** Delete File: " or "*** Update File: ")`
+	expectHunkOrEnd = `a hunk header ("*** Add File: ", "*** Delete File: " or "*** Update File: ") or "*** End Patch"`
+)
+
+func (p *parser) parse() error {
+	if !p.next() {
+		return p.errEnd(quote(beginPatch))
+	}
+	if p.line != beginPatch {
+		return p.errHere(quote(beginPatch))
+	}
+	if err := p.needLF(); err != nil {
+		return err
+	}
+	if p.next() {
+		if env, ok := strings.CutPrefix(p.line, envPrefix); ok {
+			if env == "" {
+				return p.errHere("an environment id after " + quote(envPrefix))
+			}
+			if err := p.needLF(); err != nil {
+				return err
+			}
+			p.env = env
+		} else {
+			p.unread()
+		}
+	}
+	for {
+		expect := expectHunkOrEnd
+		if len(p.hunks) == 0 {
+			expect = expectHunk
+		}
+		if !p.next() {
+			return p.errEnd(expect)
+		}
+		l := p.line
+		switch {
+		case l == endPatch && len(p.hunks) > 0:
+			if p.next() {
+				return &ParseError{Line: p.num, Msg: "expected end of input after " + quote(endPatch) + ", found " + quote(p.line)}
+			}
+			return nil
+		case strings.HasPrefix(l, addPrefix):
+			if err := p.path(addPrefix); err != nil {
+				return err
+			}
+			lo := len(p.adds)
+			for p.next() {
+				if !strings.HasPrefix(p.line, "+") {
+					p.unread()
+					break
+				}
+				if err := p.needLF(); err != nil {
+					return err
+				}
+				p.adds = append(p.adds, p.line[1:])
+			}
+			if len(p.adds) == lo {
+				return p.errNext(`an added line starting with "+"`)
+			}
+			p.addHunk(Hunk{Kind: AddFile, Path: l[len(addPrefix):]}, lo, len(p.adds))
+		case strings.HasPrefix(l, deletePrefix):
+			if err := p.path(deletePrefix); err != nil {
+				return err
+			}
+			p.addHunk(Hunk{Kind: DeleteFile, Path: l[len(deletePrefix):]}, 0, 0)
+		case strings.HasPrefix(l, updatePrefix):
+			if err := p.update(); err != nil {
+				return err
+			}
+		default:
+			return p.errHere(expect)
+		}
+	}
+}
+
+// path checks the header line just read, which starts with prefix.
+func (p *parser) path(prefix string) error {
+	if len(p.line) == len(prefix) {
+		return p.errHere("a path after " + quote(prefix))
+	}
+	return p.needLF()
+}
+
+// update parses an Update File hunk whose header is the current line.
+func (p *parser) update() error {
+	if err := p.path(updatePrefix); err != nil {
+		return err
+	}
+	h := Hunk{Kind: UpdateFile, Path: p.line[len(updatePrefix):]}
+	if p.next() {
+		if to, ok := strings.CutPrefix(p.line, movePrefix); ok {
+			if err := p.path(movePrefix); err != nil {
+				return err
+			}
+			h.MoveTo = to
+		} else {
+			p.unread()
+		}
+	}
+	lo := len(p.chunks)
+	open := false // the last chunk takes change lines
+	for p.next() {
+		l := p.line
+		switch {
+		case l != "" && (l[0] == ' ' || l[0] == '-' || l[0] == '+'):
+			if err := p.needLF(); err != nil {
+				return err
+			}
+			if !open {
+				p.chunks = append(p.chunks, Chunk{Unmarked: true})
+				p.cspans = append(p.cspans, span{len(p.lines), len(p.lines)})
+				open = true
+			}
+			p.lines = append(p.lines, Line{Op: l[0], Text: l[1:]})
+			p.cspans[len(p.cspans)-1].hi = len(p.lines)
+			continue
+		case strings.HasPrefix(l, "@@"):
+			ctx := ""
+			if l != "@@" {
+				if !strings.HasPrefix(l, "@@ ") || len(l) == 3 {
+					return p.errHere(`"@@" or "@@ " followed by context`)
+				}
+				ctx = l[3:]
+			}
+			if err := p.needLF(); err != nil {
+				return err
+			}
+			p.chunks = append(p.chunks, Chunk{Context: ctx})
+			p.cspans = append(p.cspans, span{len(p.lines), len(p.lines)})
+			open = true
+			continue
+		case l == endOfFile:
+			if len(p.chunks) == lo {
+				return p.errHere(`a change line or "@@" before ` + quote(endOfFile))
+			}
+			if err := p.needLF(); err != nil {
+				return err
+			}
+			h.EndOfFile = true
+			p.addHunk(h, lo, len(p.chunks))
+			return nil
+		}
+		p.unread()
+		break
+	}
+	p.addHunk(h, lo, len(p.chunks))
+	return nil
+}
+
+func (p *parser) addHunk(h Hunk, lo, hi int) {
+	p.hunks = append(p.hunks, h)
+	p.hspans = append(p.hspans, span{lo, hi})
+}
+
+// build points the hunks into the shared slices, now that they no longer
+// grow.
+func (p *parser) build() *Patch {
+	for i := range p.chunks {
+		if sp := p.cspans[i]; sp.hi > sp.lo {
+			p.chunks[i].Lines = p.lines[sp.lo:sp.hi:sp.hi]
+		}
+	}
+	for i := range p.hunks {
+		h, sp := &p.hunks[i], p.hspans[i]
+		switch {
+		case sp.hi == sp.lo:
+		case h.Kind == AddFile:
+			h.Lines = p.adds[sp.lo:sp.hi:sp.hi]
+		default:
+			h.Chunks = p.chunks[sp.lo:sp.hi:sp.hi]
+		}
+	}
+	return &Patch{Environment: p.env, Hunks: p.hunks[:len(p.hunks):len(p.hunks)]}
+}
+
+// quote shows a line in an error, shortened.
+func quote(s string) string {
+	const max = 40
+	if len(s) > max {
+		return strconv.Quote(s[:max]) + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// String writes the patch in the grammar's canonical form. For a Patch
+// returned by Parse, Parse(p.String()) returns an equal Patch.
+func (p *Patch) String() string {
+	var b strings.Builder
+	b.Grow(p.size())
+	b.WriteString(beginPatch + "\n")
+	if p.Environment != "" {
+		b.WriteString(envPrefix)
+		b.WriteString(p.Environment)
+		b.WriteByte('\n')
+	}
+	for i := range p.Hunks {
+		h := &p.Hunks[i]
+		switch h.Kind {
+		case AddFile:
+			writeLine(&b, addPrefix, h.Path)
+			for _, l := range h.Lines {
+				writeLine(&b, "+", l)
+			}
+		case DeleteFile:
+			writeLine(&b, deletePrefix, h.Path)
+		case UpdateFile:
+			writeLine(&b, updatePrefix, h.Path)
+			if h.MoveTo != "" {
+				writeLine(&b, movePrefix, h.MoveTo)
+			}
+			for _, c := range h.Chunks {
+				switch {
+				case c.Unmarked:
+				case c.Context == "":
+					b.WriteString("@@\n")
+				default:
+					writeLine(&b, "@@ ", c.Context)
+				}
+				for _, l := range c.Lines {
+					b.WriteByte(l.Op)
+					b.WriteString(l.Text)
+					b.WriteByte('\n')
+				}
+			}
+			if h.EndOfFile {
+				b.WriteString(endOfFile + "\n")
+			}
+		}
+	}
+	b.WriteString(endPatch + "\n")
+	return b.String()
+}
+
+// size is the length of String's result, so that it allocates once.
+func (p *Patch) size() int {
+	n := len(beginPatch) + len(endPatch) + 2
+	if p.Environment != "" {
+		n += len(envPrefix) + len(p.Environment) + 1
+	}
+	for i := range p.Hunks {
+		h := &p.Hunks[i]
+		switch h.Kind {
+		case AddFile:
+			n += len(addPrefix) + len(h.Path) + 1
+			for _, l := range h.Lines {
+				n += len(l) + 2
+			}
+		case DeleteFile:
+			n += len(deletePrefix) + len(h.Path) + 1
+		case UpdateFile:
+			n += len(updatePrefix) + len(h.Path) + 1
+			if h.MoveTo != "" {
+				n += len(movePrefix) + len(h.MoveTo) + 1
+			}
+			for _, c := range h.Chunks {
+				if !c.Unmarked {
+					n += 3 + len(c.Context) + 1
+				}
+				for _, l := range c.Lines {
+					n += len(l.Text) + 2
+				}
+			}
+			if h.EndOfFile {
+				n += len(endOfFile) + 1
+			}
+		}
+	}
+	return n
+}
+
+func writeLine(b *strings.Builder, prefix, text string) {
+	b.WriteString(prefix)
+	b.WriteString(text)
+	b.WriteByte('\n')
+}

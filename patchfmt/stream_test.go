@@ -1,0 +1,215 @@
+package patchfmt
+
+import (
+	"hash/fnv"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// streamed normalises the pieces with one Normalizer.
+func streamed(pieces ...string) string {
+	var n Normalizer
+	var b strings.Builder
+	for _, p := range pieces {
+		b.WriteString(n.Write(p))
+	}
+	b.WriteString(n.Finish())
+	return b.String()
+}
+
+// randomSplit cuts s at pseudo-random points derived from s and seed.
+func randomSplit(s string, seed uint64) []string {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	r := rand.New(rand.NewPCG(h.Sum64(), seed))
+	var pieces []string
+	for len(s) > 0 {
+		k := 1 + r.IntN(min(len(s), 1+r.IntN(16)))
+		pieces = append(pieces, s[:k])
+		s = s[k:]
+	}
+	return pieces
+}
+
+// checkStreaming checks Write+Finish against Normalize for splits of s.
+func checkStreaming(t testing.TB, s string) {
+	t.Helper()
+	want := Normalize(s)
+	if got := streamed(s); got != want {
+		t.Fatalf("one piece: got %q, want %q", got, want)
+	}
+	if got := streamed(strings.Split(s, "")...); got != want {
+		t.Fatalf("byte by byte: got %q, want %q", got, want)
+	}
+	for seed := range uint64(4) {
+		pieces := randomSplit(s, seed)
+		if got := streamed(pieces...); got != want {
+			t.Fatalf("pieces %q:\n got %q\nwant %q", pieces, got, want)
+		}
+	}
+}
+
+func TestNormalizerMatchesNormalize(t *testing.T) {
+	for _, tc := range normalizeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			checkStreaming(t, tc.in)
+			// Every split into two and three pieces.
+			want := Normalize(tc.in)
+			for i := 0; i <= len(tc.in); i++ {
+				if got := streamed(tc.in[:i], tc.in[i:]); got != want {
+					t.Fatalf("split at %d: got %q, want %q", i, got, want)
+				}
+				for j := i; j <= len(tc.in) && len(tc.in) <= 100; j++ {
+					if got := streamed(tc.in[:i], tc.in[i:j], tc.in[j:]); got != want {
+						t.Fatalf("split at %d, %d: got %q, want %q", i, j, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// step is one Write and the output it must release at once.
+type step struct{ in, out string }
+
+func TestNormalizerReleasesEarly(t *testing.T) {
+	tests := []struct {
+		name   string
+		steps  []step
+		finish string
+	}{
+		{
+			name: "plain-lines",
+			steps: []step{
+				{"*** Begin Patch ***\n", "*** Begin Patch\n"},
+				{"*** Add File: a\n", "*** Add File: a\n"},
+				{"hel", ""},
+				{"lo\r", ""},
+				{"\n", "+hello\n"},
+				{"*** Delete File: b\n", "*** Delete File: b\n"},
+				{"*** End Patch", ""},
+			},
+			finish: "*** End Patch\n",
+		},
+		{
+			name: "update-released-once-live",
+			steps: []step{
+				{"*** Begin Patch\n", "*** Begin Patch\n"},
+				{"*** Update File: a\n", ""},
+				{"@@ ctx\n", ""},
+				{"-x\n", ""},
+				{"+x\n", ""},
+				{"-y\n", ""},
+				{"+z\n", "*** Update File: a\n@@ ctx\n-x\n+x\n-y\n+z\n"},
+				{" tail\n", " tail\n"},
+				{"@@\n", ""},
+				{" context\n", "@@\n context\n"},
+				{"*** End Patch\n", "*** End Patch\n"},
+			},
+		},
+		{
+			name: "context-line-releases-hunk",
+			steps: []step{
+				{"*** Begin Patch\n*** Update File: a\n", "*** Begin Patch\n"},
+				{" keep\n", "*** Update File: a\n keep\n"},
+				{"-old\n", "-old\n"},
+			},
+			finish: "",
+		},
+		{
+			name: "noop-hunk-never-released",
+			steps: []step{
+				{"*** Begin Patch\n*** Update File: a\n@@\n-x\n", "*** Begin Patch\n"},
+				{"+x\n", ""},
+				{"*** Update File: b\n", ""},
+				{"-p\n+q\n", "*** Update File: b\n-p\n+q\n"},
+			},
+		},
+		{
+			name: "deletion-held-until-hunk-ends",
+			steps: []step{
+				{"*** Begin Patch\n*** Update File: a\n@@\n-x\n", "*** Begin Patch\n"},
+				{"@@\n", "*** Update File: a\n@@\n-x\n"},
+			},
+			finish: "@@\n",
+		},
+		{
+			name: "move-releases-header",
+			steps: []step{
+				{"*** Begin Patch\n*** Update File: a\n", "*** Begin Patch\n"},
+				{"*** Move to: b\n", "*** Update File: a\n*** Move to: b\n"},
+				{"@@\n-x\n+x\n", ""},
+			},
+			finish: "",
+		},
+		{
+			name: "blank-lines-held",
+			steps: []step{
+				{"*** Begin Patch\n*** Add File: a\nx\n", "*** Begin Patch\n*** Add File: a\n+x\n"},
+				{"\n\r\n", ""},
+				{"y\n", "+\n+\n+y\n"},
+				{"\n\n", ""},
+			},
+		},
+		{
+			name: "invoke-held-until-patch-then-until-finish",
+			steps: []step{
+				{"<invoke name=\"apply_patch\">", ""},
+				{"\n*** Begin Patch\n", "*** Begin Patch\n"},
+				{"*** Add File: a\nx\n", "*** Add File: a\n+x\n"},
+				{"y  \n", ""},
+				{"z\n</invoke>", "+y  \n+z\n"},
+				{"more\n", ""},
+				{"</invoke>", ""},
+			},
+			finish: "+</invoke>more\n",
+		},
+		{
+			name: "invoke-partial-close-tag",
+			steps: []step{
+				{"<invoke>*** Begin Patch\n", "*** Begin Patch\n"},
+				{"*** Add File: a\nx</inv", "*** Add File: a\n"},
+				{"oker>\n", "+x</invoker>\n"},
+			},
+		},
+		{
+			name: "invoke-not-a-patch",
+			steps: []step{
+				{"<invoke>", ""},
+				{"hello\n", ""},
+				{"</invoke>", ""},
+			},
+			finish: "<invoke>hello\n</invoke>\n",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var n Normalizer
+			var all strings.Builder
+			for i, s := range tc.steps {
+				got := n.Write(s.in)
+				if got != s.out {
+					t.Fatalf("step %d: Write(%q) = %q, want %q", i, s.in, got, s.out)
+				}
+				all.WriteString(s.in)
+			}
+			if got := n.Finish(); got != tc.finish {
+				t.Fatalf("Finish() = %q, want %q", got, tc.finish)
+			}
+			checkStreaming(t, all.String())
+		})
+	}
+}
+
+func TestNormalizerReuse(t *testing.T) {
+	var n Normalizer
+	n.Write("<invoke>\n*** Begin Patch\n*** Update File: a\n@@\n-x\n")
+	n.Finish()
+	if got := n.Write("plain\n"); got != "plain\n" {
+		t.Fatalf("after Finish, Write = %q", got)
+	}
+	if got := n.Finish(); got != "" {
+		t.Fatalf("after Finish, Finish = %q", got)
+	}
+}

@@ -1,0 +1,190 @@
+package streambuf
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"unicode/utf8"
+)
+
+// splitter yields chunk sizes (1 to 16) taken from the bytes of sizes,
+// cycling; no sizes means one chunk.
+type splitter struct {
+	sizes []byte
+	k     int
+}
+
+func (s *splitter) split(b []byte, fn func([]byte)) {
+	for len(b) > 0 {
+		n := len(b)
+		if len(s.sizes) > 0 {
+			n = min(int(s.sizes[s.k%len(s.sizes)]%16)+1, len(b))
+			s.k++
+		}
+		fn(b[:n])
+		b = b[n:]
+	}
+}
+
+func FuzzParser(f *testing.F) {
+	f.Add([]byte("event: a\ndata: {\"x\":1}\n\n: ping\n\ndata: a\r\ndata: b\r\n\r\n"), []byte{0, 3, 7})
+	f.Add([]byte("data: x\r\rdata: y\r\r\ndata\n\nretry: 5\n\n"), []byte{1})
+	f.Add([]byte("\n\r\n\r\rdata: tail"), []byte{2, 0})
+	f.Add(responsesStream(12), []byte{5, 11, 2})
+	f.Fuzz(func(t *testing.T, in, sizes []byte) {
+		collect := func(evs *[]rec, out *[]byte) func(*Event) error {
+			return func(e *Event) error {
+				*evs = append(*evs, toRec(e))
+				*out = e.AppendTo(*out)
+				return nil
+			}
+		}
+		var whole, chunked []rec
+		var wholeOut, chunkedOut []byte
+		var p Parser
+		if err := p.Feed(in, collect(&whole, &wholeOut)); err != nil {
+			t.Fatal(err)
+		}
+		wholeRest := string(p.Rest())
+		sp := splitter{sizes: sizes}
+		sp.split(in, func(c []byte) {
+			if err := p.Feed(c, collect(&chunked, &chunkedOut)); err != nil {
+				t.Fatal(err)
+			}
+		})
+		chunkedRest := string(p.Rest())
+		if !slices.Equal(whole, chunked) || wholeRest != chunkedRest {
+			t.Fatalf("whole and chunked differ:\n%v %q\n%v %q", whole, wholeRest, chunked, chunkedRest)
+		}
+		if got := string(wholeOut) + wholeRest; got != string(in) {
+			t.Fatalf("passthrough %q, want %q", got, in)
+		}
+		// Modified events serialise to text that parses back to the same
+		// name and data.
+		var ser []byte
+		for _, r := range whole {
+			e := Event{}
+			if !r.nameNil {
+				e.Name = []byte(r.name)
+			}
+			if !r.dataNil {
+				e.SetData([]byte(r.data))
+			}
+			ser = e.AppendTo(ser)
+		}
+		var back []rec
+		if err := p.Feed(ser, func(e *Event) error { back = append(back, toRec(e)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if rest := p.Rest(); len(rest) > 0 || len(back) != len(whole) {
+			t.Fatalf("reparse: %d events, rest %q; want %d events", len(back), rest, len(whole))
+		}
+		for i := range back {
+			a, b := back[i], whole[i]
+			if a.name != b.name || a.nameNil != b.nameNil || a.data != b.data || a.dataNil != b.dataNil {
+				t.Fatalf("reparse #%d: %v, want %v", i, a, b)
+			}
+		}
+	})
+}
+
+func FuzzArgsDecoder(f *testing.F) {
+	f.Add([]byte(`{"input":"*** Begin Patch\n*** End Patch\n"}`), []byte{0, 4})
+	f.Add([]byte(`{"a":[{"input":"x"}],"inp\u0075t":"\u00e9\ud83e\udd80\ud83e\u0041\udd80"}`), []byte{1, 2, 3})
+	f.Add([]byte("{\"input\":\"a\xffb\xe2\x82\"}"), []byte{})
+	f.Add([]byte(`{"input":1,"input":"second"}`), []byte{6})
+	f.Add(patchArgs(3), []byte{9, 1})
+	f.Fuzz(func(t *testing.T, in, sizes []byte) {
+		checkArgs(t, in, sizes)
+		// Random bytes are rarely valid JSON, so also check an object that
+		// always is, with in as the input text written with all kinds of
+		// escapes.
+		text := argsFrom(in)
+		if _, ok := jsonInput(text); !ok {
+			t.Fatalf("argsFrom(%q) = %q: not a valid object with a string input", in, text)
+		}
+		checkArgs(t, text, sizes)
+	})
+}
+
+// argsFrom builds valid function call arguments whose "input" string holds
+// in, written with a mix of escapes chosen by in's own bytes.
+func argsFrom(in []byte) []byte {
+	prefixes := []string{``, `"x":{"input":"no","y":[1,"]"]},`, `"input":5,"n":null,`, `"inp\u0075":"q", "a" : [ ] ,`}
+	b := []byte(" {" + prefixes[len(in)%len(prefixes)] + `"inp\u0075t":"`)
+	for i, c := range in {
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c == '~':
+			b = append(b, `\uD83E\udd80`...) // pair, mixed case
+		case c == '^':
+			b = append(b, `\ud83e`...) // high surrogate, alone unless followed by one
+		case c == '`':
+			b = append(b, `\udd80`...) // low surrogate
+		case c == '|':
+			b = append(b, `\u00e9\/`...)
+		case c < 0x20 && i%2 == 0:
+			b = fmt.Appendf(b, `\u%04X`, c)
+		case c < 0x20:
+			q := AppendJSONString(nil, []byte{c}) // short or lowercase form
+			b = append(b, q[1:len(q)-1]...)
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, `" }`...)
+}
+
+// checkArgs decodes in whole and split by sizes and compares the results
+// with each other and, for valid JSON, with encoding/json.
+func checkArgs(t *testing.T, in, sizes []byte) {
+	var d ArgsDecoder
+	whole, err := d.Write(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := string(whole)
+	wStreaming, wComplete, wFailed := d.Streaming(), d.InputComplete(), d.Failed()
+
+	d.Reset()
+	var got []byte
+	sp := splitter{sizes: sizes}
+	sp.split(in, func(c []byte) {
+		dec, err := d.Write(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, dec...)
+	})
+	// Splitting never changes the outcome, valid JSON or not.
+	if string(got) != w || d.Streaming() != wStreaming || d.InputComplete() != wComplete || d.Failed() != wFailed {
+		t.Fatalf("split %q: %q %v/%v/%v; whole: %q %v/%v/%v", in, got,
+			d.Streaming(), d.InputComplete(), d.Failed(), w, wStreaming, wComplete, wFailed)
+	}
+	if !bytes.Equal(d.Raw(), in) {
+		t.Fatalf("Raw %q, want %q", d.Raw(), in)
+	}
+	if !utf8.Valid(got) {
+		t.Fatalf("invalid UTF-8 output %q", got)
+	}
+	if want, ok := jsonInput(in); ok {
+		if string(got) != want || !d.InputComplete() || d.Failed() {
+			t.Fatalf("%q: decoded %q (complete %v), encoding/json %q", in, got, d.InputComplete(), want)
+		}
+	} else if json.Valid(in) && (d.Streaming() || len(got) > 0) {
+		t.Fatalf("%q: valid JSON without a string input decoded %q", in, got)
+	}
+}
+
+func FuzzAppendJSONString(f *testing.F) {
+	f.Add([]byte("<tag> & \"q\" \\ \n\x00\x7f é \u2028 \xff"))
+	f.Fuzz(func(t *testing.T, s []byte) {
+		got := AppendJSONString(nil, s)
+		if want := stdJSONString(t, s); string(got) != want {
+			t.Fatalf("AppendJSONString(%q) = %s, encoding/json %s", s, got, want)
+		}
+	})
+}

@@ -1,0 +1,389 @@
+package streambuf
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// chunkSizes are the replay sizes every chunking test must agree on.
+var chunkSizes = []int{1, 7, 4096}
+
+// rec is a copy of an event, with nil kept distinct from empty.
+type rec struct {
+	raw, name, data          string
+	rawNil, nameNil, dataNil bool
+}
+
+func (r rec) String() string {
+	f := func(s string, isNil bool) string {
+		if isNil {
+			return "nil"
+		}
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("{raw:%s name:%s data:%s}", f(r.raw, r.rawNil), f(r.name, r.nameNil), f(r.data, r.dataNil))
+}
+
+func toRec(e *Event) rec {
+	return rec{
+		raw: string(e.Raw), rawNil: e.Raw == nil,
+		name: string(e.Name), nameNil: e.Name == nil,
+		data: string(e.Data), dataNil: e.Data == nil,
+	}
+}
+
+// ev builds the expected record of an unmodified event; name and data use
+// "<nil>" for absent.
+func ev(raw, name, data string) rec {
+	return rec{raw: raw, name: name, data: data, nameNil: name == "<nil>", dataNil: data == "<nil>"}.norm()
+}
+
+func (r rec) norm() rec {
+	if r.nameNil {
+		r.name = ""
+	}
+	if r.dataNil {
+		r.data = ""
+	}
+	return r
+}
+
+// feedChunks feeds in in chunks of size n and returns the events, the
+// wire output re-serialised with AppendTo, Rest and the first error.
+func feedChunks(p *Parser, in []byte, n int) (evs []rec, out []byte, rest string, err error) {
+	for i := 0; i < len(in) && err == nil; i += n {
+		chunk := in[i:min(i+n, len(in))]
+		err = p.Feed(chunk, func(e *Event) error {
+			evs = append(evs, toRec(e))
+			out = e.AppendTo(out)
+			return nil
+		})
+	}
+	return evs, out, string(p.Rest()), err
+}
+
+func TestParser(t *testing.T) {
+	const nilS = "<nil>"
+	tests := []struct {
+		name string
+		in   string
+		want []rec
+		rest string
+	}{
+		{"responses event", "event: response.created\ndata: {\"type\":\"response.created\"}\n\n",
+			[]rec{ev("event: response.created\ndata: {\"type\":\"response.created\"}\n\n", "response.created", `{"type":"response.created"}`)}, ""},
+		{"crlf", "event: a\r\ndata: x\r\n\r\n",
+			[]rec{ev("event: a\r\ndata: x\r\n\r\n", "a", "x")}, ""},
+		{"cr only, last cr waits", "data: x\r\rdata: y\r\r",
+			[]rec{ev("data: x\r\r", nilS, "x")}, "data: y\r\r"},
+		{"cr then crlf blank", "data: x\r\r\ndata: y\n\n",
+			[]rec{ev("data: x\r\r\n", nilS, "x"), ev("data: y\n\n", nilS, "y")}, ""},
+		{"mixed terminators", "data: a\r\ndata: b\rdata: c\n\r\n",
+			[]rec{ev("data: a\r\ndata: b\rdata: c\n\r\n", nilS, "a\nb\nc")}, ""},
+		{"multi-line data", "data: a\ndata: b\ndata:\ndata:c\n\n",
+			[]rec{ev("data: a\ndata: b\ndata:\ndata:c\n\n", nilS, "a\nb\n\nc")}, ""},
+		{"keep-alive comment", ": keep-alive\n\n",
+			[]rec{ev(": keep-alive\n\n", nilS, nilS)}, ""},
+		{"blank lines", "\n\r\n\r\n",
+			[]rec{ev("\n", nilS, nilS), ev("\r\n", nilS, nilS), ev("\r\n", nilS, nilS)}, ""},
+		{"field without colon", "data\n\n",
+			[]rec{ev("data\n\n", nilS, "")}, ""},
+		{"one space stripped", "data:  two\n\n",
+			[]rec{ev("data:  two\n\n", nilS, " two")}, ""},
+		{"no space", "event:x\ndata:{}\n\n",
+			[]rec{ev("event:x\ndata:{}\n\n", "x", "{}")}, ""},
+		{"empty event name", "event:\ndata: x\n\n",
+			[]rec{ev("event:\ndata: x\n\n", "", "x")}, ""},
+		{"last event name wins", "event: a\nevent: b\ndata: x\n\n",
+			[]rec{ev("event: a\nevent: b\ndata: x\n\n", "b", "x")}, ""},
+		{"retry and id only", "retry: 100\nid: 5\n\n",
+			[]rec{ev("retry: 100\nid: 5\n\n", nilS, nilS)}, ""},
+		{"unknown field and comment between data", "data: a\nfoo: bar\n: c\ndata: b\n\n",
+			[]rec{ev("data: a\nfoo: bar\n: c\ndata: b\n\n", nilS, "a\nb")}, ""},
+		{"colons in value", "data: {\"a\":\"b: c\"}\n\n",
+			[]rec{ev("data: {\"a\":\"b: c\"}\n\n", nilS, `{"a":"b: c"}`)}, ""},
+		{"field name is exact", "Data: x\ndata : y\n\n",
+			[]rec{ev("Data: x\ndata : y\n\n", nilS, nilS)}, ""},
+		{"chat stream with done", "data: {\"choices\":[]}\n\ndata: [DONE]\n\n",
+			[]rec{ev("data: {\"choices\":[]}\n\n", nilS, `{"choices":[]}`), ev("data: [DONE]\n\n", nilS, "[DONE]")}, ""},
+		{"incomplete trailing event", "data: a\n\ndata: b\n",
+			[]rec{ev("data: a\n\n", nilS, "a")}, "data: b\n"},
+		{"incomplete trailing line", "data: a\n\nevent: x\ndata: {\"par",
+			[]rec{ev("data: a\n\n", nilS, "a")}, "event: x\ndata: {\"par"},
+		{"empty", "", nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, n := range chunkSizes {
+				var p Parser
+				evs, out, rest, err := feedChunks(&p, []byte(tt.in), n)
+				if err != nil {
+					t.Fatalf("chunk %d: %v", n, err)
+				}
+				if !slices.Equal(evs, tt.want) {
+					t.Errorf("chunk %d: events\n got %v\nwant %v", n, evs, tt.want)
+				}
+				if rest != tt.rest {
+					t.Errorf("chunk %d: rest %q, want %q", n, rest, tt.rest)
+				}
+				if got := string(out) + rest; got != tt.in {
+					t.Errorf("chunk %d: passthrough %q, want %q", n, got, tt.in)
+				}
+			}
+		})
+	}
+}
+
+func TestParserMaxEvent(t *testing.T) {
+	in := []byte("data: ok\n\ndata: " + strings.Repeat("x", 100) + "\n\ndata: after\n\n")
+	for _, n := range chunkSizes {
+		p := Parser{MaxEvent: 50}
+		var evs []rec
+		var err error
+		fed := 0
+		for fed < len(in) && err == nil {
+			chunk := in[fed:min(fed+n, len(in))]
+			fed += len(chunk)
+			err = p.Feed(chunk, func(e *Event) error {
+				evs = append(evs, toRec(e))
+				return nil
+			})
+		}
+		if !errors.Is(err, ErrEventTooLarge) {
+			t.Fatalf("chunk %d: err %v", n, err)
+		}
+		if want := []rec{ev("data: ok\n\n", "<nil>", "ok")}; !slices.Equal(evs, want) {
+			t.Errorf("chunk %d: events %v", n, evs)
+		}
+		if err := p.Feed([]byte("more"), nil); !errors.Is(err, ErrEventTooLarge) {
+			t.Errorf("chunk %d: error not sticky: %v", n, err)
+		}
+		// Nothing is lost: what Rest holds plus what was not fed yet is the
+		// stream from the oversized event on.
+		if got, want := string(p.Rest())+string(in[fed:]), string(in[len("data: ok\n\n"):]); got != want {
+			t.Errorf("chunk %d: rest %q, want %q", n, got, want)
+		}
+		if err := p.Feed([]byte("data: y\n\n"), func(*Event) error { return nil }); err != nil {
+			t.Errorf("chunk %d: after Rest: %v", n, err)
+		}
+	}
+}
+
+func TestParserCallbackError(t *testing.T) {
+	in := []byte("data: 1\n\ndata: 2\n\ndata: 3\n\ndata: 4")
+	stop := errors.New("stop")
+	for _, n := range chunkSizes {
+		var p Parser
+		var got []string
+		var err error
+		fed := 0
+		for fed < len(in) && err == nil {
+			chunk := in[fed:min(fed+n, len(in))]
+			fed += len(chunk)
+			err = p.Feed(chunk, func(e *Event) error {
+				got = append(got, string(e.Data))
+				if string(e.Data) == "2" {
+					return stop
+				}
+				return nil
+			})
+		}
+		if err != stop {
+			t.Fatalf("chunk %d: err %v", n, err)
+		}
+		if !slices.Equal(got, []string{"1", "2"}) {
+			t.Errorf("chunk %d: delivered %q", n, got)
+		}
+		if err := p.Feed([]byte("x"), nil); err != stop {
+			t.Errorf("chunk %d: error not sticky: %v", n, err)
+		}
+		if err := p.Finish(nil); err != stop {
+			t.Errorf("chunk %d: Finish after error: %v", n, err)
+		}
+		if got, want := string(p.Rest())+string(in[fed:]), "data: 3\n\ndata: 4"; got != want {
+			t.Errorf("chunk %d: rest %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestParserFinish(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []rec
+	}{
+		{"data: [DONE]\n", []rec{ev("data: [DONE]\n", "<nil>", "[DONE]")}},
+		{"data: [DONE]", []rec{ev("data: [DONE]", "<nil>", "[DONE]")}},
+		{"event: e\ndata: x\r", []rec{ev("event: e\ndata: x\r", "e", "x")}},
+		{"data: a\n\ndata: x\r\r", []rec{ev("data: a\n\n", "<nil>", "a"), ev("data: x\r\r", "<nil>", "x")}},
+		{": ping", []rec{ev(": ping", "<nil>", "<nil>")}},
+		{"data: a\n\n", []rec{ev("data: a\n\n", "<nil>", "a")}},
+	}
+	for _, tt := range tests {
+		for _, n := range chunkSizes {
+			var p Parser
+			var evs []rec
+			var err error
+			in := []byte(tt.in)
+			for i := 0; i < len(in) && err == nil; i += n {
+				err = p.Feed(in[i:min(i+n, len(in))], func(e *Event) error {
+					evs = append(evs, toRec(e))
+					return nil
+				})
+			}
+			if err == nil {
+				err = p.Finish(func(e *Event) error {
+					evs = append(evs, toRec(e))
+					return nil
+				})
+			}
+			if err != nil {
+				t.Fatalf("%q chunk %d: %v", tt.in, n, err)
+			}
+			if !slices.Equal(evs, tt.want) {
+				t.Errorf("%q chunk %d:\n got %v\nwant %v", tt.in, n, evs, tt.want)
+			}
+			if r := p.Rest(); r != nil {
+				t.Errorf("%q chunk %d: Finish left %q", tt.in, n, r)
+			}
+		}
+	}
+}
+
+func TestEventAppendTo(t *testing.T) {
+	tests := []struct {
+		name, data []byte
+		want       string
+	}{
+		{[]byte("response.output_text.delta"), []byte(`{"delta":"x"}`), "event: response.output_text.delta\ndata: {\"delta\":\"x\"}\n\n"},
+		{nil, []byte("[DONE]"), "data: [DONE]\n\n"},
+		{nil, []byte("a\nb"), "data: a\ndata: b\n\n"},
+		{nil, []byte("a\n"), "data: a\ndata: \n\n"},
+		{nil, []byte(""), "data: \n\n"},
+		{nil, []byte(" lead"), "data:  lead\n\n"},
+		{nil, []byte("a\r\nb\rc"), "data: a\ndata: b\ndata: c\n\n"},
+		{[]byte("x"), nil, "event: x\n\n"},
+		{[]byte(""), nil, "event: \n\n"},
+		{nil, nil, "\n"},
+	}
+	for _, tt := range tests {
+		e := Event{Raw: []byte("stale"), Name: tt.name}
+		e.SetData(tt.data)
+		got := string(e.AppendTo([]byte("prefix|")))
+		if got != "prefix|"+tt.want {
+			t.Errorf("AppendTo(%q, %q) = %q, want %q", tt.name, tt.data, got, "prefix|"+tt.want)
+		}
+		// What AppendTo writes parses back to the same event (CRs aside,
+		// which the parser never puts into Data).
+		var p Parser
+		var back []rec
+		if err := p.Feed([]byte(tt.want), func(e *Event) error { back = append(back, toRec(e)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if bytes.IndexByte(tt.data, '\r') < 0 {
+			want := rec{raw: tt.want, name: string(tt.name), nameNil: tt.name == nil, data: string(tt.data), dataNil: tt.data == nil}
+			if len(back) != 1 || back[0] != want {
+				t.Errorf("reparse of %q = %v, want %v", tt.want, back, want)
+			}
+		}
+	}
+	e := Event{Raw: []byte("event: a\ndata: b\n\n"), Name: []byte("ignored")}
+	if got := string(e.AppendTo(nil)); got != "event: a\ndata: b\n\n" {
+		t.Errorf("raw AppendTo = %q", got)
+	}
+	e.SetName([]byte("c"))
+	if e.Raw != nil {
+		t.Error("SetName kept Raw")
+	}
+}
+
+func TestEventClone(t *testing.T) {
+	var p Parser
+	var kept []*Event
+	in := []byte("event: a\ndata: 1\ndata: 2\n\n: c\n\ndata:\n\n")
+	for i := range in {
+		err := p.Feed(in[i:i+1], func(e *Event) error {
+			kept = append(kept, e.Clone())
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	clear(in) // clones must not alias the input
+	want := []rec{
+		ev("event: a\ndata: 1\ndata: 2\n\n", "a", "1\n2"),
+		ev(": c\n\n", "<nil>", "<nil>"),
+		ev("data:\n\n", "<nil>", ""),
+	}
+	var got []rec
+	for _, e := range kept {
+		got = append(got, toRec(e))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("clones\n got %v\nwant %v", got, want)
+	}
+	if c := (&Event{}).Clone(); c.Raw != nil || c.Name != nil || c.Data != nil {
+		t.Errorf("clone of zero event: %v", toRec(c))
+	}
+	if c := (&Event{Data: []byte{}}).Clone(); c.Data == nil {
+		t.Error("clone lost empty data")
+	}
+}
+
+func TestParserAllocs(t *testing.T) {
+	stream := responsesStream(200)
+	// Multi-line data and CRLF take the scratch and '\r' paths too.
+	stream = append(stream, "data: a\r\ndata: b\r\n\r\n: keep-alive\n\n"...)
+	for _, n := range chunkSizes {
+		var p Parser
+		var out []byte
+		events := 0
+		fn := func(e *Event) error {
+			events++
+			out = e.AppendTo(out[:0])
+			return nil
+		}
+		feed := func() {
+			for i := 0; i < len(stream); i += n {
+				if err := p.Feed(stream[i:min(i+n, len(stream))], fn); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		feed() // warm up the buffers
+		if a := testing.AllocsPerRun(20, feed); a != 0 {
+			t.Errorf("chunk %d: %v allocs per stream of %d bytes, want 0", n, a, len(stream))
+		}
+	}
+}
+
+// responsesStream returns a realistic Responses API stream of about n
+// events: reasoning, a message with text deltas and a function call whose
+// arguments stream in JSON fragments.
+func responsesStream(n int) []byte {
+	var b []byte
+	seq := 0
+	add := func(typ, rest string) {
+		b = fmt.Appendf(b, "event: %s\ndata: {\"type\":%q,\"sequence_number\":%d%s}\n\n", typ, typ, seq, rest)
+		seq++
+	}
+	add("response.created", `,"response":{"id":"resp_1","object":"response","created_at":1760000000,"status":"in_progress","model":"gpt-5.5","output":[],"usage":null}`)
+	add("response.in_progress", `,"response":{"id":"resp_1","object":"response","created_at":1760000000,"status":"in_progress","model":"gpt-5.5","output":[],"usage":null}`)
+	add("response.output_item.added", `,"output_index":0,"item":{"id":"msg_1","type":"message","status":"in_progress","role":"assistant","content":[]}`)
+	words := []string{"Let", " me", " look", " at", " the", " failing", " test", " first", ".", " The", " handler", " returns", " early", "\\n"}
+	for i := 0; seq < n/2; i++ {
+		add("response.output_text.delta", fmt.Sprintf(`,"item_id":"msg_1","output_index":0,"content_index":0,"delta":%q,"logprobs":[],"obfuscation":"aZ3k9Qp"`, words[i%len(words)]))
+	}
+	add("response.output_item.added", `,"output_index":1,"item":{"id":"fc_1","type":"function_call","status":"in_progress","arguments":"","call_id":"call_B","name":"apply_patch"}`)
+	frags := []string{`{\"input\":\"*** Begin Patch\\n`, `*** Update File: caddy/handler.go\\n`, `@@ func (h *Handler) ServeHTTP\\n`, `-\\treturn nil\\n`, `+\\treturn h.next(w, r)\\n`, ` \\t}\\n`, `\\u00e9\\ud83e\\udd80 \\\"q\\\"\\n`}
+	for i := 0; seq < n-2; i++ {
+		add("response.function_call_arguments.delta", fmt.Sprintf(`,"item_id":"fc_1","output_index":1,"delta":"%s","obfuscation":"k2"`, frags[i%len(frags)]))
+	}
+	add("response.function_call_arguments.done", `,"item_id":"fc_1","output_index":1,"name":"apply_patch","arguments":"{\"input\":\"*** Begin Patch\\n*** End Patch\\n\"}"`)
+	add("response.completed", `,"response":{"id":"resp_1","object":"response","status":"completed","output":[],"usage":{"input_tokens":82,"output_tokens":17,"total_tokens":99}}`)
+	return b
+}

@@ -1,0 +1,104 @@
+package transforms
+
+import (
+	"testing"
+)
+
+// exchangeAfter runs the request phase and returns the bound exchange.
+func exchangeAfter(t *testing.T, rules, request string) *Exchange {
+	t.Helper()
+	c := chainOf(t, rules)
+	x := begin(t, c, ProtocolResponses, []byte(request))
+	if _, err := x.RewriteRequest([]byte(request)); err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+const sampleRequest = `{"model":"m","tools":[{"type":"custom","name":"patch"},{"type":"function","name":"read","parameters":{}},{"type":"custom","name":"apply_patch"}],"tool_choice":{"type":"custom","name":"patch"}}`
+
+func TestResponseRestoresOnlyConvertedCalls(t *testing.T) {
+	x := exchangeAfter(t, wildcard, sampleRequest)
+	body := `{"id":"resp_1","object":"response","status":"completed","tool_choice":{"type":"function","name":"patch"},"tools":[{"type":"function","name":"patch"}],"output":[` +
+		`{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"output_text","text":"hi"}]},` +
+		`{"id":"fc_1","type":"function_call","status":"completed","call_id":"c1","name":"patch","arguments":"{\"input\":\"raw input\"}"},` +
+		`{"id":"fc_2","type":"function_call","status":"completed","call_id":"c2","name":"read","arguments":"{\"input\":\"native\"}"},` +
+		`{"id":"fc_3","type":"function_call","status":"completed","call_id":"c3","name":"apply_patch","arguments":"{\"input\":\"*** Begin Patch ***\\n*** Add File: x\\nhello\\n*** End Patch ***\"}"}` +
+		`],"usage":{"input_tokens":1}}`
+	out, err := x.RewriteResponse([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, out, `{"id":"resp_1","object":"response","status":"completed","tool_choice":{"type":"custom","name":"patch"},"tools":[{"type":"custom","name":"patch"},{"type":"function","name":"read","parameters":{}},{"type":"custom","name":"apply_patch"}],"output":[`+
+		`{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"output_text","text":"hi"}]},`+
+		`{"id":"fc_1","type":"custom_tool_call","status":"completed","call_id":"c1","name":"patch","input":"raw input"},`+
+		`{"id":"fc_2","type":"function_call","status":"completed","call_id":"c2","name":"read","arguments":"{\"input\":\"native\"}"},`+
+		`{"id":"fc_3","type":"custom_tool_call","status":"completed","call_id":"c3","name":"apply_patch","input":"*** Begin Patch\n*** Add File: x\n+hello\n*** End Patch\n"}`+
+		`],"usage":{"input_tokens":1}}`)
+	if x.Restored != 2 {
+		t.Fatalf("restored = %d, want 2", x.Restored)
+	}
+}
+
+func TestResponseWithoutRequestRecordIsUntouched(t *testing.T) {
+	body := `{"output":[{"type":"function_call","call_id":"c1","name":"patch","arguments":"{\"input\":\"x\"}"}]}`
+	for _, tc := range []struct{ rules, request string }{
+		// The request declared no custom tool, so the record is empty.
+		{wildcard, `{"model":"m","tools":[{"type":"function","name":"other"}]}`},
+		// A response-only rule never saw a request phase.
+		{`[{"transform":"field_custom_tools_to_function","phase":"response","config":{"names":["*"]}}]`, `{"model":"m","tools":[{"type":"custom","name":"patch"}]}`},
+	} {
+		x := exchangeAfter(t, tc.rules, tc.request)
+		out, err := x.RewriteResponse([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out) != body {
+			t.Fatalf("%s: changed: %s", tc.rules, out)
+		}
+	}
+}
+
+func TestResponseNamespaceIdentity(t *testing.T) {
+	req := `{"tools":[{"type":"namespace","name":"editing","tools":[{"type":"custom","name":"patch"},{"type":"namespace","name":"inner","tools":[{"type":"custom","name":"deep"}]}]},{"type":"namespace","name":"native","tools":[{"type":"function","name":"patch"}]}]}`
+	x := exchangeAfter(t, wildcard, req)
+	body := `{"output":[` +
+		`{"type":"function_call","call_id":"1","name":"patch","arguments":"{\"input\":\"a\"}"},` + // ambiguous: not restored
+		`{"type":"function_call","call_id":"2","name":"patch","namespace":"editing","arguments":"{\"input\":\"b\"}"},` +
+		`{"type":"function_call","call_id":"3","name":"patch","namespace":"native","arguments":"{\"input\":\"c\"}"},` +
+		`{"type":"function_call","call_id":"4","name":"deep","arguments":"{\"input\":\"d\"}"}` + // unambiguous: namespace restored
+		`]}`
+	out, err := x.RewriteResponse([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, out, `{"output":[`+
+		`{"type":"function_call","call_id":"1","name":"patch","arguments":"{\"input\":\"a\"}"},`+
+		`{"type":"custom_tool_call","call_id":"2","name":"patch","namespace":"editing","input":"b"},`+
+		`{"type":"function_call","call_id":"3","name":"patch","namespace":"native","arguments":"{\"input\":\"c\"}"},`+
+		`{"type":"custom_tool_call","call_id":"4","name":"deep","input":"d","namespace":"inner"}`+
+		`]}`)
+}
+
+func TestUnwrapArgs(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"input":"plain"}`, "plain"},
+		{` {"input":"多行\ninput"} `, "多行\ninput"},
+		{`{"input":"{\"input\":\"literal JSON\"}"}`, `{"input":"literal JSON"}`},
+		{`{"patch":"*** Begin Patch\n*** End Patch"}`, "*** Begin Patch\n*** End Patch"},
+		{`{"patch":"not a patch"}`, `{"patch":"not a patch"}`},
+		{`{"command":"x","input":"wins"}`, "wins"},
+		{`{"content":"*** Begin Patch\nx"}`, "*** Begin Patch\nx"},
+		{`"a JSON string\nline"`, "a JSON string\nline"},
+		{`{}`, `{}`},
+		{`{"input":5}`, `{"input":5}`},
+		{`[1,2]`, `[1,2]`},
+		{`not json {`, `not json {`},
+		{``, ``},
+		{`{"input":"emoji 🦀 \ud83e\udd80 quote \" slash \\"}`, "emoji 🦀 🦀 quote \" slash \\"},
+	} {
+		if got := string(unwrapArgs([]byte(tc.in))); got != tc.want {
+			t.Errorf("unwrapArgs(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

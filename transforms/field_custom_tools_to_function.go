@@ -1,0 +1,1115 @@
+package transforms
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/llmtransform/caddy-llm-transform/patchfmt"
+	"github.com/llmtransform/caddy-llm-transform/streambuf"
+)
+
+// field_custom_tools_to_function lets clients that use freeform ("custom")
+// tools, such as Codex CLI's apply_patch, talk to upstreams that only know
+// JSON function tools. Requests get function definitions with a single
+// string parameter "input"; history and tool_choice follow. Responses turn
+// the upstream's function calls back into custom calls, but only for tools
+// this very request converted, so a native function that happens to share a
+// name is never touched.
+
+const customToolsID = "field_custom_tools_to_function"
+
+func init() {
+	Register(Definition{
+		ID:      customToolsID,
+		Phases:  PhaseBoth,
+		Scopes:  AllScopes,
+		Options: map[string]OptionKind{"names": OptionStrings},
+		New:     newCustomTools,
+	})
+}
+
+type customToolsConfig struct {
+	// Names selects the custom tools to convert by name; "*" selects every
+	// custom tool. Absent means ["apply_patch"]; an empty list converts
+	// nothing.
+	Names []string `json:"names"`
+}
+
+type customTools struct {
+	all   bool
+	names map[string]bool
+}
+
+func newCustomTools(raw json.RawMessage) (Transform, error) {
+	var cfg customToolsConfig
+	if err := DecodeConfig(raw, &cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Names == nil {
+		cfg.Names = []string{"apply_patch"}
+	}
+	t := &customTools{names: make(map[string]bool, len(cfg.Names))}
+	for _, n := range cfg.Names {
+		switch n {
+		case "":
+			return nil, fmt.Errorf("names: empty tool name")
+		case "*":
+			t.all = true
+		default:
+			t.names[n] = true
+		}
+	}
+	return t, nil
+}
+
+func (t *customTools) selects(name string) bool {
+	return name != "" && (t.all || t.names[name])
+}
+
+// ident is a tool identity: its effective namespace and its name.
+type ident struct{ ns, name string }
+
+func (i ident) String() string {
+	if i.ns == "" {
+		return i.name
+	}
+	return i.ns + "." + i.name
+}
+
+type recordKey struct{}
+
+// customRecord is what the request phase learnt, shared by every rule of
+// this transform and by both phases of one request.
+type customRecord struct {
+	converted      map[ident]bool // custom identities turned into functions
+	fromDescriptor map[ident]bool // ... of which a definition was converted
+	known          map[string][]ident
+	calls          map[string]ident // history call_id -> converted identity
+	origTools      []byte           // the client's tools, echoed back verbatim
+	origChoice     []byte
+}
+
+func record(x *Exchange) *customRecord {
+	return x.Record(recordKey{}, func() any {
+		return &customRecord{
+			converted:      map[ident]bool{},
+			fromDescriptor: map[ident]bool{},
+			known:          map[string][]ident{},
+			calls:          map[string]ident{},
+		}
+	}).(*customRecord)
+}
+
+func (r *customRecord) addKnown(id ident) {
+	for _, k := range r.known[id.name] {
+		if k == id {
+			return
+		}
+	}
+	r.known[id.name] = append(r.known[id.name], id)
+}
+
+// resolve decides whether a function call coming back from the upstream is
+// one this request converted, and returns the client-side identity. A call
+// without a namespace is restored only when its name is unambiguous.
+func (t *customTools) resolve(r *customRecord, ns, name string) (ident, bool) {
+	if r == nil || !t.selects(name) {
+		return ident{}, false
+	}
+	if ns != "" {
+		id := ident{ns, name}
+		return id, r.converted[id]
+	}
+	cands := r.known[name]
+	if len(cands) != 1 || !r.converted[cands[0]] {
+		return ident{}, false
+	}
+	return cands[0], true
+}
+
+// edit replaces doc[start:end] with repl.
+type edit struct {
+	start, end int
+	repl       []byte
+}
+
+func applyEdits(doc []byte, edits []edit) []byte {
+	if len(edits) == 0 {
+		return doc
+	}
+	sort.Slice(edits, func(i, j int) bool { return edits[i].start < edits[j].start })
+	n := len(doc)
+	for _, e := range edits {
+		n += len(e.repl) - (e.end - e.start)
+	}
+	out := make([]byte, 0, n)
+	pos := 0
+	for _, e := range edits {
+		out = append(out, doc[pos:e.start]...)
+		out = append(out, e.repl...)
+		pos = e.end
+	}
+	return append(out, doc[pos:]...)
+}
+
+// objWriter builds a rewritten JSON object member by member.
+type objWriter struct {
+	b     []byte
+	first bool
+}
+
+func newObj(dst []byte) objWriter { return objWriter{b: append(dst, '{'), first: true} }
+
+func (w *objWriter) sep() {
+	if !w.first {
+		w.b = append(w.b, ',')
+	}
+	w.first = false
+}
+
+// raw copies a member unchanged.
+func (w *objWriter) raw(doc []byte, m member) {
+	w.sep()
+	w.b = append(w.b, doc[m.key.start:m.key.end]...)
+	w.b = append(w.b, ':')
+	w.b = append(w.b, doc[m.value.start:m.value.end]...)
+}
+
+// key starts a member whose value the caller appends.
+func (w *objWriter) key(k string) {
+	w.sep()
+	w.b = append(w.b, '"')
+	w.b = append(w.b, k...)
+	w.b = append(w.b, '"', ':')
+}
+
+func (w *objWriter) close() []byte { return append(w.b, '}') }
+
+// --- request side ---------------------------------------------------------
+
+// A request rewrite first plans every edit and checks for identity
+// conflicts, and only then builds the new body, so a rejected request is
+// never half converted.
+type requestPlan struct {
+	t      *customTools
+	x      *Exchange
+	doc    []byte
+	rec    *customRecord
+	edits  []edit
+	chat   bool
+	native map[ident]string // native function identities and where they were seen
+	picked []pickedCustom
+	outs   []span // custom_tool_call_output items, decided after all calls are known
+	choice span
+}
+
+type pickedCustom struct {
+	id    ident
+	where string
+}
+
+func (t *customTools) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
+	if x.Protocol != ProtocolResponses && x.Protocol != ProtocolChat {
+		return body, nil
+	}
+	if !t.all && len(t.names) == 0 {
+		return body, nil
+	}
+	p := &requestPlan{t: t, x: x, doc: body, rec: record(x), chat: x.Protocol == ProtocolChat, native: map[ident]string{}}
+	var top [4]span
+	objectFields(body, 0, []string{"tools", "input", "messages", "tool_choice"}, top[:])
+	if top[0].start >= 0 {
+		p.walkTools(top[0], "", "tools")
+	}
+	if !p.chat && top[1].start >= 0 {
+		p.walkInput(top[1])
+	}
+	if p.chat && top[2].start >= 0 {
+		p.walkMessages(top[2])
+	}
+	for _, pc := range p.picked {
+		if where, clash := p.native[pc.id]; clash {
+			return nil, &Error{
+				Status: http.StatusBadRequest,
+				Type:   "invalid_request_error",
+				Code:   "custom_tool_conflict",
+				Param:  pc.where,
+				Message: fmt.Sprintf("custom tool %q cannot be converted to a function: a native function with the same namespace and name is declared at %s",
+					pc.id, where),
+			}
+		}
+	}
+	for _, sp := range p.outs {
+		p.planOutput(sp)
+	}
+	if top[3].start >= 0 {
+		p.planChoice(top[3])
+	}
+	if len(p.edits) == 0 {
+		return body, nil
+	}
+	for _, pc := range p.picked {
+		p.rec.converted[pc.id] = true
+	}
+	if p.rec.origTools == nil && top[0].start >= 0 {
+		p.rec.origTools = bytes.Clone(body[top[0].start:top[0].end])
+	}
+	if p.rec.origChoice == nil && top[3].start >= 0 {
+		p.rec.origChoice = bytes.Clone(body[top[3].start:top[3].end])
+	}
+	x.Converted += len(p.edits)
+	return applyEdits(body, p.edits), nil
+}
+
+func (p *requestPlan) pick(id ident, where string) {
+	for _, pc := range p.picked {
+		if pc.id == id {
+			return // one entry per identity keeps conflict checks linear
+		}
+	}
+	p.picked = append(p.picked, pickedCustom{id, where})
+}
+
+// walkTools visits tool definitions, recursing into namespaces. enclosing is
+// the namespace name inherited by leaves that do not name their own.
+func (p *requestPlan) walkTools(arr span, enclosing, where string) {
+	i := 0
+	eachElement(p.doc, arr.start, func(el span) bool {
+		path := where + "[" + strconv.Itoa(i) + "]"
+		i++
+		var f [5]span
+		objectFields(p.doc, el.start, []string{"type", "name", "namespace", "tools", "custom"}, f[:])
+		typ, _ := stringValue(p.doc, f[0])
+		name, _ := stringValue(p.doc, f[1])
+		ns, _ := stringValue(p.doc, f[2])
+		if ns == "" {
+			ns = enclosing
+		}
+		switch typ {
+		case "namespace":
+			if f[3].start >= 0 {
+				p.walkTools(f[3], name, path+".tools")
+			}
+		case "function":
+			if p.chat {
+				name = nestedString(p.doc, el.start, "function", "name")
+			}
+			id := ident{ns, name}
+			p.rec.addKnown(id)
+			p.native[id] = path
+		case "custom":
+			if p.chat {
+				name = nestedString(p.doc, el.start, "custom", "name")
+			}
+			id := ident{ns, name}
+			p.rec.addKnown(id)
+			if !p.t.selects(name) {
+				return true
+			}
+			p.pick(id, path)
+			p.rec.fromDescriptor[id] = true
+			p.x.Decide(id.String(), "convert_definition", "custom tool selected by names")
+			var repl []byte
+			if p.chat {
+				repl = p.chatDescriptor(el, name)
+			} else {
+				repl = p.descriptor(el, name)
+			}
+			p.edits = append(p.edits, edit{el.start, el.end, repl})
+		}
+		return true
+	})
+}
+
+// descriptor rewrites a flat Responses custom tool into a function tool.
+func (p *requestPlan) descriptor(el span, name string) []byte {
+	doc := p.doc
+	patch := name == "apply_patch"
+	w := newObj(nil)
+	hasDesc := false
+	eachMember(doc, el.start, func(m member) bool {
+		switch {
+		case m.keyIs(doc, "type"):
+			w.key("type")
+			w.b = append(w.b, `"function"`...)
+		case m.keyIs(doc, "format"), m.keyIs(doc, "custom"), m.keyIs(doc, "strict"), m.keyIs(doc, "parameters"):
+			// The grammar cannot be expressed as a JSON schema; the generated
+			// schema and strict:false replace it.
+		case m.keyIs(doc, "description") && patch:
+			hasDesc = true
+			w.key("description")
+			w.b = appendPatchDescription(w.b, doc, m.value)
+		default:
+			w.raw(doc, m)
+		}
+		return true
+	})
+	if patch && !hasDesc {
+		w.key("description")
+		w.b = appendJSONString(w.b, patchUsage)
+	}
+	w.key("parameters")
+	w.b = appendSchema(w.b, patch)
+	w.key("strict")
+	w.b = append(w.b, "false"...)
+	return w.close()
+}
+
+var inputFields = []string{"type", "name", "namespace", "call_id", "tools"}
+
+// walkInput visits Responses history items, scanning each item once.
+func (p *requestPlan) walkInput(arr span) {
+	doc := p.doc
+	var f [5]span
+	i := -1
+	eachObject(doc, arr.start, inputFields, f[:], func(el span, f []span) bool {
+		i++
+		typ := f[0]
+		switch {
+		case isString(doc, typ, "additional_tools"):
+			if f[4].start >= 0 {
+				p.walkTools(f[4], "", "input["+strconv.Itoa(i)+"].tools")
+			}
+		case isString(doc, typ, "function_call"):
+			name, _ := stringValue(doc, f[1])
+			ns, _ := stringValue(doc, f[2])
+			id := ident{ns, name}
+			p.rec.addKnown(id)
+			if _, seen := p.native[id]; !seen {
+				p.native[id] = "input[" + strconv.Itoa(i) + "]"
+			}
+		case isString(doc, typ, "custom_tool_call"):
+			name, _ := stringValue(doc, f[1])
+			ns, _ := stringValue(doc, f[2])
+			id := ident{ns, name}
+			p.rec.addKnown(id)
+			if !p.t.selects(name) {
+				return true
+			}
+			p.pick(id, "input["+strconv.Itoa(i)+"]")
+			if callID, ok := stringValue(doc, f[3]); ok {
+				p.rec.calls[callID] = id
+			}
+			p.edits = append(p.edits, edit{el.start, el.end, p.historyCall(el)})
+		case isString(doc, typ, "custom_tool_call_output"):
+			p.outs = append(p.outs, el)
+		}
+		return true
+	})
+}
+
+// historyCall turns a custom_tool_call into a function_call. The input is
+// wrapped exactly once, even when it already looks like JSON, and the
+// custom item id is dropped: Responses upstreams reject ctc_ ids on
+// function items, and call_id is what correlates the pair.
+func (p *requestPlan) historyCall(el span) []byte {
+	doc := p.doc
+	w := newObj(make([]byte, 0, el.end-el.start+64))
+	sawInput := false
+	eachMember(doc, el.start, func(m member) bool {
+		switch {
+		case m.keyIs(doc, "type"):
+			w.key("type")
+			w.b = append(w.b, `"function_call"`...)
+		case m.keyIs(doc, "id"):
+		case m.keyIs(doc, "input"):
+			sawInput = true
+			w.key("arguments")
+			w.b = appendQuotedJSON(w.b, []byte(`{"input":`), doc[m.value.start:m.value.end], []byte("}"))
+		default:
+			w.raw(doc, m)
+		}
+		return true
+	})
+	if !sawInput {
+		w.key("arguments")
+		w.b = append(w.b, `"{\"input\":\"\"}"`...)
+	}
+	return w.close()
+}
+
+// planOutput converts a custom_tool_call_output whose call was converted, or
+// which names a converted definition explicitly.
+func (p *requestPlan) planOutput(el span) {
+	doc := p.doc
+	var f [3]span
+	objectFields(doc, el.start, []string{"call_id", "name", "namespace"}, f[:])
+	callID, _ := stringValue(doc, f[0])
+	_, owned := p.rec.calls[callID]
+	if !owned {
+		name, ok := stringValue(doc, f[1])
+		ns, _ := stringValue(doc, f[2])
+		owned = ok && p.t.selects(name) && p.rec.fromDescriptor[ident{ns, name}] && p.isPicked(ident{ns, name})
+	}
+	if !owned {
+		return
+	}
+	w := newObj(nil)
+	eachMember(doc, el.start, func(m member) bool {
+		switch {
+		case m.keyIs(doc, "type"):
+			w.key("type")
+			w.b = append(w.b, `"function_call_output"`...)
+		case m.keyIs(doc, "id"):
+		default:
+			w.raw(doc, m)
+		}
+		return true
+	})
+	p.edits = append(p.edits, edit{el.start, el.end, w.close()})
+}
+
+func (p *requestPlan) isPicked(id ident) bool {
+	for _, pc := range p.picked {
+		if pc.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// planChoice rewrites a custom tool_choice, or custom entries of an
+// allowed_tools choice, when the tool's definition was converted here.
+func (p *requestPlan) planChoice(sp span) {
+	doc := p.doc
+	if doc[sp.start] != '{' {
+		return // "auto", "required", "none"
+	}
+	typ := lookup(doc, sp.start, "type")
+	switch {
+	case isString(doc, typ, "custom"):
+		if repl, ok := p.choiceEntry(sp); ok {
+			p.edits = append(p.edits, edit{sp.start, sp.end, repl})
+		}
+	case isString(doc, typ, "allowed_tools"):
+		tools := lookup(doc, sp.start, "tools")
+		if p.chat {
+			if inner := lookup(doc, sp.start, "allowed_tools"); inner.start >= 0 && doc[inner.start] == '{' {
+				tools = lookup(doc, inner.start, "tools")
+			}
+		}
+		if tools.start < 0 {
+			return
+		}
+		eachElement(doc, tools.start, func(el span) bool {
+			if isString(doc, lookup(doc, el.start, "type"), "custom") {
+				if repl, ok := p.choiceEntry(el); ok {
+					p.edits = append(p.edits, edit{el.start, el.end, repl})
+				}
+			}
+			return true
+		})
+	}
+}
+
+// choiceEntry rewrites one {"type":"custom",...} selector. The name may sit
+// flat or in a nested "custom" object; the nested object is renamed to
+// "function" with its contents untouched.
+func (p *requestPlan) choiceEntry(el span) ([]byte, bool) {
+	doc := p.doc
+	var f [3]span
+	objectFields(doc, el.start, []string{"name", "namespace", "custom"}, f[:])
+	name, _ := stringValue(doc, f[0])
+	ns, _ := stringValue(doc, f[1])
+	if f[2].start >= 0 && doc[f[2].start] == '{' {
+		if name == "" {
+			name, _ = stringValue(doc, lookup(doc, f[2].start, "name"))
+		}
+		if ns == "" {
+			ns, _ = stringValue(doc, lookup(doc, f[2].start, "namespace"))
+		}
+	}
+	id := ident{ns, name}
+	if !p.rec.fromDescriptor[id] || !p.isPicked(id) {
+		return nil, false
+	}
+	w := newObj(nil)
+	eachMember(doc, el.start, func(m member) bool {
+		switch {
+		case m.keyIs(doc, "type"):
+			w.key("type")
+			w.b = append(w.b, `"function"`...)
+		case m.keyIs(doc, "custom"):
+			w.key("function")
+			w.b = append(w.b, doc[m.value.start:m.value.end]...)
+		default:
+			w.raw(doc, m)
+		}
+		return true
+	})
+	p.x.Decide(id.String(), "convert_tool_choice", "tool_choice names a converted custom tool")
+	return w.close(), true
+}
+
+func nestedString(doc []byte, start int, obj, key string) string {
+	o := lookup(doc, start, obj)
+	if o.start < 0 || doc[o.start] != '{' {
+		return ""
+	}
+	s, _ := stringValue(doc, lookup(doc, o.start, key))
+	return s
+}
+
+// --- generated schema -----------------------------------------------------
+
+const genericInputDescription = "The complete input string for this custom tool."
+
+// patchInputDescription explains the envelope; our own wording, written for
+// models that only ever see a JSON string parameter.
+const patchInputDescription = "The whole patch as plain text. The first line is exactly `*** Begin Patch` and the last line is exactly `*** End Patch`. " +
+	"A new file is `*** Add File: <path>` followed by its lines, each starting with `+`. " +
+	"A change is `*** Update File: <path>` (optionally followed by `*** Move to: <new path>`) and hunks introduced by `@@` (optionally followed by a nearby line of code); " +
+	"inside a hunk, lines that stay start with a space, removed lines with `-` and added lines with `+`. " +
+	"A removal is `*** Delete File: <path>`. Do not list a line as removed and added when it does not change, and never re-create an existing file with Add File."
+
+// patchUsage is added to apply_patch's description. Its first sentence
+// doubles as the marker that keeps the text from being added twice.
+const patchUsage = "Call this function with the patch text in the `input` argument. " +
+	"Start with `*** Begin Patch`, end with `*** End Patch`, prefix every line of an added file with `+`, " +
+	"and in `*** Update File` hunks mark kept lines with a space, removed lines with `-` and added lines with `+`. " +
+	"Example input: \"*** Begin Patch\\n*** Add File: notes.txt\\n+first line\\n*** End Patch\\n\"."
+
+const patchUsageMarker = "Call this function with the patch text in the `input` argument."
+
+func appendPatchDescription(dst, doc []byte, v span) []byte {
+	desc, ok := stringValue(doc, v)
+	if !ok {
+		return appendJSONString(dst, patchUsage)
+	}
+	if strings.Contains(desc, patchUsageMarker) {
+		return append(dst, doc[v.start:v.end]...)
+	}
+	if strings.TrimSpace(desc) == "" {
+		return appendJSONString(dst, patchUsage)
+	}
+	return appendJSONString(dst, desc+"\n\n"+patchUsage)
+}
+
+var (
+	genericSchema = schemaJSON(genericInputDescription)
+	patchSchema   = schemaJSON(patchInputDescription)
+)
+
+func schemaJSON(desc string) []byte {
+	b := []byte(`{"type":"object","properties":{"input":{"type":"string","description":`)
+	b = appendJSONString(b, desc)
+	return append(b, `}},"required":["input"],"additionalProperties":false}`...)
+}
+
+func appendSchema(dst []byte, patch bool) []byte {
+	if patch {
+		return append(dst, patchSchema...)
+	}
+	return append(dst, genericSchema...)
+}
+
+// --- response side: shared helpers -----------------------------------------
+
+// unwrapArgs recovers the custom input from function arguments. An object
+// yields its "input" string; failing that, the first of patch, command or
+// content whose string value holds a patch. A JSON string is decoded one
+// level. Anything else, invalid JSON included, is the input as it stands.
+func unwrapArgs(args []byte) []byte {
+	t := bytes.TrimSpace(args)
+	if len(t) == 0 || !validJSON(t) {
+		return args
+	}
+	switch t[0] {
+	case '"':
+		return unescapeJSON(nil, t[1:len(t)-1])
+	case '{':
+		var f [4]span
+		objectFields(t, 0, []string{"input", "patch", "command", "content"}, f[:])
+		for k, sp := range f {
+			if sp.start < 0 || t[sp.start] != '"' {
+				continue
+			}
+			v := unescapeJSON(nil, t[sp.start+1:sp.end-1])
+			if k == 0 || bytes.Contains(v, []byte("Begin Patch")) {
+				return v
+			}
+		}
+	}
+	return args
+}
+
+// finalInput is the custom input the client gets for a converted call.
+func finalInput(id ident, args []byte) []byte {
+	in := unwrapArgs(args)
+	if id.name == "apply_patch" {
+		return []byte(patchfmt.Normalize(string(in)))
+	}
+	return in
+}
+
+// restoredItem rewrites a function_call item into a custom_tool_call with the
+// given input (nil input: taken from the item's arguments).
+func restoredItem(dst, doc []byte, el span, id ident, input []byte) []byte {
+	if input == nil {
+		if a := lookup(doc, el.start, "arguments"); a.start >= 0 && doc[a.start] == '"' {
+			input = finalInput(id, unescapeJSON(nil, doc[a.start+1:a.end-1]))
+		} else {
+			input = finalInput(id, nil)
+		}
+	}
+	w := newObj(dst)
+	sawNS := false
+	eachMember(doc, el.start, func(m member) bool {
+		switch {
+		case m.keyIs(doc, "type"):
+			w.key("type")
+			w.b = append(w.b, `"custom_tool_call"`...)
+		case m.keyIs(doc, "arguments"):
+			w.key("input")
+			w.b = streambuf.AppendJSONString(w.b, input)
+		case m.keyIs(doc, "namespace"):
+			sawNS = true
+			w.raw(doc, m)
+		default:
+			w.raw(doc, m)
+		}
+		return true
+	})
+	if !sawNS && id.ns != "" {
+		w.key("namespace")
+		w.b = appendJSONString(w.b, id.ns)
+	}
+	return w.close()
+}
+
+// restoreResponseObject rewrites a Responses response object: converted
+// output items, and the echoed tools and tool_choice. done supplies inputs
+// already finalised by the stream, keyed by item id.
+func (t *customTools) restoreResponseObject(x *Exchange, doc []byte, obj span, done map[string][]byte, onlyDone bool) []edit {
+	r := record(x)
+	var f [3]span
+	objectFields(doc, obj.start, []string{"output", "tools", "tool_choice"}, f[:])
+	var edits []edit
+	if f[0].start >= 0 {
+		eachElement(doc, f[0].start, func(el span) bool {
+			if !isString(doc, lookup(doc, el.start, "type"), "function_call") {
+				return true
+			}
+			var g [3]span
+			objectFields(doc, el.start, []string{"name", "namespace", "id"}, g[:])
+			name, _ := stringValue(doc, g[0])
+			ns, _ := stringValue(doc, g[1])
+			id, ok := t.resolve(r, ns, name)
+			if !ok {
+				return true
+			}
+			itemID, _ := stringValue(doc, g[2])
+			input, seen := done[itemID]
+			if onlyDone && !seen {
+				return true // never build a call the stream did not complete
+			}
+			edits = append(edits, edit{el.start, el.end, restoredItem(nil, doc, el, id, input)})
+			x.Restored++
+			x.Decide(id.String(), "restore_call", "function call of a converted custom tool")
+			return true
+		})
+	}
+	if r.origTools != nil && f[1].start >= 0 {
+		edits = append(edits, edit{f[1].start, f[1].end, r.origTools})
+	}
+	if r.origChoice != nil && f[2].start >= 0 {
+		edits = append(edits, edit{f[2].start, f[2].end, r.origChoice})
+	}
+	return edits
+}
+
+func (t *customTools) RewriteResponse(x *Exchange, body []byte) ([]byte, error) {
+	if x.Protocol == ProtocolChat {
+		return t.chatResponse(x, body)
+	}
+	if x.Protocol != ProtocolResponses || !record(x).active() || !validJSON(body) {
+		return body, nil
+	}
+	return applyEdits(body, t.restoreResponseObject(x, body, span{skipSpace(body, 0), len(body)}, nil, false)), nil
+}
+
+func (r *customRecord) active() bool { return len(r.converted) > 0 }
+
+func (t *customTools) WantsResponse(x *Exchange) bool { return record(x).active() }
+
+// --- response side: Responses SSE -------------------------------------------
+
+// customStream restores converted calls in a Responses event stream. Text,
+// reasoning and native calls pass through untouched; a converted call's
+// header goes out at once as a custom_tool_call, and its input follows as
+// soon as the argument JSON reveals it.
+type customStream struct {
+	t       *customTools
+	x       *Exchange
+	rec     *customRecord
+	calls   map[string]*customCall // open converted calls by item key
+	done    map[string][]byte      // final inputs of completed calls by item id
+	dropped map[string]bool        // calls abandoned mid-way; their events are swallowed
+	failed  bool
+	buf     []byte
+}
+
+type customCall struct {
+	id          ident
+	itemID      string
+	outputIndex []byte
+	dec         streambuf.ArgsDecoder
+	norm        *patchfmt.Normalizer
+	emitted     []byte
+	final       []byte
+	inputDone   bool // custom_tool_call_input.done went out
+}
+
+func (t *customTools) NewStream(x *Exchange) StreamTransform {
+	r := record(x)
+	if !r.active() {
+		return nil
+	}
+	if x.Protocol == ProtocolChat {
+		return t.newChatStream(x, r)
+	}
+	if x.Protocol != ProtocolResponses {
+		return nil
+	}
+	return &customStream{t: t, x: x, rec: r, calls: map[string]*customCall{}, done: map[string][]byte{}}
+}
+
+func (s *customStream) Event(ev *Event, emit Emit) error {
+	d := ev.Data
+	if len(d) == 0 || d[0] != '{' {
+		return emit(ev)
+	}
+	typ := lookup(d, 0, "type")
+	if typ.start < 0 {
+		return emit(ev)
+	}
+	switch string(d[typ.start:typ.end]) {
+	case `"response.output_item.added"`:
+		return s.itemAdded(ev, emit)
+	case `"response.function_call_arguments.delta"`:
+		if c, drop := s.callFor(d); c != nil {
+			return s.argsDelta(c, d, emit)
+		} else if drop {
+			return nil
+		}
+	case `"response.function_call_arguments.done"`:
+		if c, drop := s.callFor(d); drop {
+			return nil
+		} else if c != nil {
+			args := lookup(d, 0, "arguments")
+			var full []byte
+			if args.start >= 0 && d[args.start] == '"' {
+				full = unescapeJSON(nil, d[args.start+1:args.end-1])
+			}
+			return s.finishInput(c, full, d, emit)
+		}
+	case `"response.output_item.done"`:
+		return s.itemDone(ev, emit)
+	case `"response.completed"`, `"response.created"`, `"response.in_progress"`, `"response.queued"`:
+		return s.responseEvent(ev, emit, false)
+	case `"response.failed"`, `"response.incomplete"`:
+		s.abandon("terminal " + string(d[typ.start+1:typ.end-1]))
+		return s.responseEvent(ev, emit, true)
+	case `"error"`:
+		s.abandon("upstream error event")
+		return emit(ev)
+	}
+	return emit(ev)
+}
+
+// abandon drops partial calls: an interrupted call must not be completed
+// from the fragments we happened to receive.
+func (s *customStream) abandon(reason string) {
+	for k, c := range s.calls {
+		s.x.Decide(c.id.String(), "drop_partial_call", reason)
+		delete(s.calls, k)
+		if s.dropped == nil {
+			s.dropped = map[string]bool{}
+		}
+		s.dropped[k] = true
+	}
+	s.failed = true
+}
+
+func (s *customStream) End(emit Emit) error {
+	if len(s.calls) > 0 {
+		s.abandon("stream ended before the call completed")
+	}
+	return nil
+}
+
+func itemKey(itemID string, outputIndex []byte) string {
+	if itemID != "" {
+		return itemID
+	}
+	return "#" + string(outputIndex)
+}
+
+// callFor finds the open call an argument event belongs to; drop reports an
+// event of an abandoned call.
+func (s *customStream) callFor(d []byte) (c *customCall, drop bool) {
+	if len(s.calls) == 0 && len(s.dropped) == 0 {
+		return nil, false
+	}
+	var f [2]span
+	objectFields(d, 0, []string{"item_id", "output_index"}, f[:])
+	itemID, _ := stringValue(d, f[0])
+	var oi []byte
+	if f[1].start >= 0 {
+		oi = d[f[1].start:f[1].end]
+	}
+	k := itemKey(itemID, oi)
+	return s.calls[k], s.dropped[k]
+}
+
+func (s *customStream) itemAdded(ev *Event, emit Emit) error {
+	d := ev.Data
+	if s.failed {
+		return emit(ev)
+	}
+	var f [2]span
+	objectFields(d, 0, []string{"item", "output_index"}, f[:])
+	item := f[0]
+	if item.start < 0 || d[item.start] != '{' || !isString(d, lookup(d, item.start, "type"), "function_call") {
+		return emit(ev)
+	}
+	var g [3]span
+	objectFields(d, item.start, []string{"name", "namespace", "id"}, g[:])
+	name, _ := stringValue(d, g[0])
+	ns, _ := stringValue(d, g[1])
+	id, ok := s.t.resolve(s.rec, ns, name)
+	if !ok {
+		return emit(ev)
+	}
+	itemID, _ := stringValue(d, g[2])
+	c := &customCall{id: id, itemID: itemID}
+	if f[1].start >= 0 {
+		c.outputIndex = bytes.Clone(d[f[1].start:f[1].end])
+	}
+	c.dec.Limit = s.x.Limits.MaxCallBuffer
+	if id.name == "apply_patch" {
+		c.norm = new(patchfmt.Normalizer)
+	}
+	s.calls[itemKey(itemID, c.outputIndex)] = c
+	s.x.Decide(id.String(), "restore_call", "stream header of a converted custom tool")
+	repl := restoredItem(nil, d, item, id, []byte{})
+	out := &Event{Name: ev.Name, Data: spliceOne(d, item, repl)}
+	return emit(out)
+}
+
+func spliceOne(doc []byte, sp span, repl []byte) []byte {
+	out := make([]byte, 0, len(doc)-(sp.end-sp.start)+len(repl))
+	out = append(out, doc[:sp.start]...)
+	out = append(out, repl...)
+	return append(out, doc[sp.end:]...)
+}
+
+func (s *customStream) argsDelta(c *customCall, d []byte, emit Emit) error {
+	sp := lookup(d, 0, "delta")
+	if sp.start < 0 || d[sp.start] != '"' || c.inputDone {
+		return nil
+	}
+	s.buf = unescapeJSON(s.buf[:0], d[sp.start+1:sp.end-1])
+	text, err := c.dec.Write(s.buf)
+	if err != nil {
+		return s.overLimit(c)
+	}
+	if c.norm != nil && len(text) > 0 {
+		text = []byte(c.norm.Write(string(text)))
+	}
+	if len(text) == 0 {
+		return nil
+	}
+	c.emitted = append(c.emitted, text...)
+	return emit(s.inputEvent(c, d, "response.custom_tool_call_input.delta", "delta", text))
+}
+
+func (s *customStream) overLimit(c *customCall) error {
+	s.abandon("call arguments exceed max_call_buffer")
+	return &StreamAbort{
+		Code: "max_call_buffer_exceeded",
+		Message: fmt.Sprintf("the arguments of tool call %q exceed the gateway's max_call_buffer of %d bytes",
+			c.id.String(), s.x.Limits.MaxCallBuffer),
+	}
+}
+
+// inputEvent builds a custom_tool_call_input event. Rewritten deltas carry
+// no obfuscation padding: it was sized for the function-call text.
+func (s *customStream) inputEvent(c *customCall, src []byte, typ, field string, text []byte) *Event {
+	b := make([]byte, 0, len(text)+128)
+	b = append(b, `{"type":"`...)
+	b = append(b, typ...)
+	b = append(b, '"')
+	if lookup(src, 0, "sequence_number").start >= 0 {
+		b = append(b, `,"sequence_number":0`...)
+	}
+	b = append(b, `,"item_id":`...)
+	b = appendJSONString(b, c.itemID)
+	if c.outputIndex != nil {
+		b = append(b, `,"output_index":`...)
+		b = append(b, c.outputIndex...)
+	}
+	b = append(b, `,"`...)
+	b = append(b, field...)
+	b = append(b, `":`...)
+	b = streambuf.AppendJSONString(b, text)
+	b = append(b, '}')
+	return &Event{Name: []byte(typ), Data: b}
+}
+
+// finishInput settles a call's input from the complete arguments (from the
+// .done event or the finished item; nil falls back to what was streamed),
+// sends whatever part of it the client has not seen, then the .done event.
+func (s *customStream) finishInput(c *customCall, args []byte, src []byte, emit Emit) error {
+	if c.inputDone {
+		return nil
+	}
+	if args == nil {
+		args = c.dec.Raw()
+	} else if s.x.Limits.MaxCallBuffer > 0 && len(args) > s.x.Limits.MaxCallBuffer {
+		return s.overLimit(c)
+	}
+	c.final = finalInput(c.id, args)
+	c.inputDone = true
+	if rest, ok := bytes.CutPrefix(c.final, c.emitted); ok && len(rest) > 0 {
+		if err := emit(s.inputEvent(c, src, "response.custom_tool_call_input.delta", "delta", rest)); err != nil {
+			return err
+		}
+	} else if !ok {
+		s.x.Decide(c.id.String(), "input_mismatch", "final arguments differ from the streamed ones; the done events carry the final input")
+	}
+	c.emitted = nil
+	return emit(s.inputEvent(c, src, "response.custom_tool_call_input.done", "input", c.final))
+}
+
+func (s *customStream) itemDone(ev *Event, emit Emit) error {
+	d := ev.Data
+	var f [2]span
+	objectFields(d, 0, []string{"item", "output_index"}, f[:])
+	item := f[0]
+	if item.start < 0 || d[item.start] != '{' {
+		return emit(ev)
+	}
+	itemID, _ := stringValue(d, lookup(d, item.start, "id"))
+	var oi []byte
+	if f[1].start >= 0 {
+		oi = d[f[1].start:f[1].end]
+	}
+	key := itemKey(itemID, oi)
+	if s.dropped[key] {
+		return nil
+	}
+	c := s.calls[key]
+	if c == nil {
+		return emit(ev)
+	}
+	if !c.inputDone {
+		var args []byte
+		if a := lookup(d, item.start, "arguments"); a.start >= 0 && d[a.start] == '"' {
+			args = unescapeJSON(nil, d[a.start+1:a.end-1])
+		}
+		if err := s.finishInput(c, args, d, emit); err != nil {
+			return err
+		}
+	}
+	delete(s.calls, key)
+	s.done[c.itemID] = c.final
+	s.x.Restored++
+	repl := restoredItem(nil, d, item, c.id, c.final)
+	return emit(&Event{Name: ev.Name, Data: spliceOne(d, item, repl)})
+}
+
+// responseEvent rewrites the response object carried by lifecycle events.
+// On response.completed, converted calls the stream never delivered as items
+// are completed from the final output first, so the client, which takes
+// items from output_item.done, does not lose them.
+func (s *customStream) responseEvent(ev *Event, emit Emit, terminalFailure bool) error {
+	d := ev.Data
+	resp := lookup(d, 0, "response")
+	if resp.start < 0 || d[resp.start] != '{' {
+		return emit(ev)
+	}
+	if !terminalFailure && isString(d, lookup(d, 0, "type"), "response.completed") {
+		if err := s.completeMissing(d, resp, emit); err != nil {
+			return err
+		}
+	}
+	edits := s.t.restoreResponseObject(s.x, d, resp, s.done, terminalFailure)
+	if len(edits) == 0 {
+		return emit(ev)
+	}
+	return emit(&Event{Name: ev.Name, Data: applyEdits(d, edits)})
+}
+
+// completeMissing emits the item events for converted calls that appear in
+// response.completed's output but were never finished on the stream.
+func (s *customStream) completeMissing(d []byte, resp span, emit Emit) error {
+	out := lookup(d, resp.start, "output")
+	if out.start < 0 {
+		return nil
+	}
+	idx := -1
+	var err error
+	eachElement(d, out.start, func(el span) bool {
+		idx++
+		if !isString(d, lookup(d, el.start, "type"), "function_call") {
+			return true
+		}
+		var g [3]span
+		objectFields(d, el.start, []string{"name", "namespace", "id"}, g[:])
+		name, _ := stringValue(d, g[0])
+		ns, _ := stringValue(d, g[1])
+		itemID, _ := stringValue(d, g[2])
+		if _, finished := s.done[itemID]; finished {
+			return true
+		}
+		id, ok := s.t.resolve(s.rec, ns, name)
+		if !ok {
+			return true
+		}
+		oi := []byte(strconv.Itoa(idx))
+		key := itemKey(itemID, oi)
+		c := s.calls[key]
+		if c == nil {
+			c = &customCall{id: id, itemID: itemID, outputIndex: oi}
+			added := s.itemEvent(d, "response.output_item.added", oi, restoredItem(nil, d, el, id, []byte{}))
+			if err = emit(added); err != nil {
+				return false
+			}
+		}
+		var args []byte
+		if a := lookup(d, el.start, "arguments"); a.start >= 0 && d[a.start] == '"' {
+			args = unescapeJSON(nil, d[a.start+1:a.end-1])
+		}
+		if err = s.finishInput(c, args, d, emit); err != nil {
+			return false
+		}
+		delete(s.calls, key)
+		s.done[itemID] = c.final
+		s.x.Restored++
+		err = emit(s.itemEvent(d, "response.output_item.done", oi, restoredItem(nil, d, el, id, c.final)))
+		return err == nil
+	})
+	return err
+}
+
+func (s *customStream) itemEvent(src []byte, typ string, outputIndex, item []byte) *Event {
+	b := make([]byte, 0, len(item)+96)
+	b = append(b, `{"type":"`...)
+	b = append(b, typ...)
+	b = append(b, '"')
+	if lookup(src, 0, "sequence_number").start >= 0 {
+		b = append(b, `,"sequence_number":0`...)
+	}
+	b = append(b, `,"output_index":`...)
+	b = append(b, outputIndex...)
+	b = append(b, `,"item":`...)
+	b = append(b, item...)
+	b = append(b, '}')
+	return &Event{Name: []byte(typ), Data: b}
+}
