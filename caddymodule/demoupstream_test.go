@@ -364,9 +364,10 @@ func TestDemoUpstreamResponsesStreamEvents(t *testing.T) {
 		deltaSize int
 		deltas    int
 	}{
-		{"default patch default size", "", 0, 12},
-		{"one byte deltas", "*** Begin Patch\n*** End Patch\n", 1, 45},
-		{"split inside escapes", "a\"b\\c\n", 3, 6},
+		// {"input":"…"} around the 95 escaped bytes of DefaultDemoPatch is 107 bytes.
+		{"default patch default size", "", 0, 14},
+		{"one byte deltas", "*** Begin Patch\n*** End Patch\n", 1, 44},
+		{"split inside escapes", "a\"b\\c\n", 3, 7},
 		{"multibyte characters stay whole", "é€😀é€😀", 3, 10},
 		{"single delta", "x", 1000, 1},
 	} {
@@ -438,7 +439,7 @@ func TestDemoUpstreamResponsesStreamEvents(t *testing.T) {
 				t.Errorf("arguments decode to %q, want input %q", decoded, patch)
 			}
 
-			added, argsDone, itemDone, completed := events[8], events[9], events[10], events[11]
+			added, argsDone, itemDone, completed := events[11], events[12], events[13], events[14]
 			if it := added.Item; it == nil || it.ID != "fc_demo_1" || it.Status != "in_progress" || it.Arguments != "" ||
 				it.CallID != "call_demo_1" || it.Name != "apply_patch" || *added.OutputIndex != 1 {
 				t.Errorf("call output_item.added = %+v", added.Item)

@@ -3,6 +3,7 @@ package patchfmt
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -66,20 +67,27 @@ func dirtyPatch(p string) string {
 	return b.String()
 }
 
-var cloneNs sync.Map // input length -> ns per bytes.Clone
+var (
+	cloneNs sync.Map // input length -> ns per bytes.Clone
+	sink    []byte
+)
 
 // cloneTime returns the time of a bytes.Clone of in: as the baseline
 // sub-benchmark measured it, or measured here when that was filtered out.
 // (testing.Benchmark cannot run inside a benchmark.)
-func cloneTime(in []byte) float64 {
+func cloneTime(in string) float64 {
 	if v, ok := cloneNs.Load(len(in)); ok {
 		return v.(float64)
 	}
-	n, start := 0, time.Now()
-	for ; n < 5 || time.Since(start) < 200*time.Millisecond; n++ {
-		_ = bytes.Clone(in)
+	// The median of a few runs resists the GC noise of earlier benchmarks.
+	b, runs := []byte(in), make([]float64, 21)
+	for i := range runs {
+		start := time.Now()
+		sink = bytes.Clone(b)
+		runs[i] = float64(time.Since(start).Nanoseconds())
 	}
-	ns := float64(time.Since(start).Nanoseconds()) / float64(n)
+	slices.Sort(runs)
+	ns := runs[len(runs)/2]
 	cloneNs.Store(len(in), ns)
 	return ns
 }
@@ -109,12 +117,12 @@ func BenchmarkPatch(b *testing.B) {
 					if strings.HasPrefix(name, "baseline-") {
 						cloneNs.Store(len(in), ns)
 					}
-					b.ReportMetric(ns/cloneTime([]byte(in)), "x-clone")
+					b.ReportMetric(ns/cloneTime(in), "x-clone")
 				})
 			}
 			cleanBytes, dirtyBytes := []byte(clean), []byte(dirty)
-			run("baseline-clone", clean, func(string) { _ = bytes.Clone(cleanBytes) })
-			run("baseline-clone-dirty", dirty, func(string) { _ = bytes.Clone(dirtyBytes) })
+			run("baseline-clone", clean, func(string) { sink = bytes.Clone(cleanBytes) })
+			run("baseline-clone-dirty", dirty, func(string) { sink = bytes.Clone(dirtyBytes) })
 			run("normalize", clean, func(s string) { _ = Normalize(s) })
 			run("normalize-dirty", dirty, func(s string) { _ = Normalize(s) })
 			run("normalizer-4KiB-dirty", dirty, func(s string) {

@@ -51,7 +51,7 @@ type Normalizer struct {
 	wrapped   bool   // the text is unwrapped unless it turns out not to be a patch
 	confirmed bool   // the wrapped text is a patch
 	verbatim  bool   // the wrapped text is not a patch: only line endings change
-	held      []byte // output produced while the wrapper is unconfirmed
+	preOut    []byte // output produced while the wrapper is unconfirmed
 
 	// line splitting
 	pend   string // partial line, not yet copied
@@ -79,11 +79,14 @@ type Normalizer struct {
 	pos     int    // while alias is set, the output so far is src[:pos]
 	alias   bool
 	oneShot bool
+	grow    int // Write: capacity to give the output once something is released
 }
 
 // Write consumes the next piece of raw text and returns the normalised text
 // that has become final (possibly empty). Returned text is never revised.
 func (n *Normalizer) Write(piece string) string {
+	// Most pieces come out about as long as they went in.
+	n.grow = len(piece) + len(piece)/16
 	n.write(piece)
 	s := n.out.String()
 	n.out.Reset()
@@ -220,11 +223,13 @@ func (n *Normalizer) body(p string) string {
 		n.feed(text[:w])
 		n.fresh = true
 	}
+	old := len(n.hold)
 	n.hold = append(n.hold, text[w:]...)
 	if n.fresh {
 		// The end of a line that is followed by more white space is final
-		// either way; releasing it lets the line go out.
-		j := 0
+		// either way; releasing it lets the line go out. While fresh, hold
+		// is only "\r"s, so the scan starts at the new bytes.
+		j := old
 		for j < len(n.hold) && n.hold[j] == '\r' {
 			j++
 		}
@@ -281,7 +286,7 @@ func (n *Normalizer) fallback(verbatim bool) {
 	}
 	n.resetLines()
 	n.st, n.tagk, n.wrapped, n.verbatim = wPlain, 0, false, verbatim
-	n.raw, n.hold, n.tail, n.held, n.fresh = nil, nil, nil, nil, false
+	n.raw, n.hold, n.tail, n.preOut, n.fresh = nil, nil, nil, nil, false
 	n.feed(raw)
 }
 
@@ -536,10 +541,10 @@ func (n *Normalizer) emitHeader() {
 func (n *Normalizer) confirm() {
 	if n.wrapped && !n.confirmed {
 		n.confirmed, n.raw = true, nil
-		if len(n.held) > 0 {
-			n.emit(string(n.held))
+		if len(n.preOut) > 0 {
+			n.emit(string(n.preOut))
 		}
-		n.held = nil
+		n.preOut = nil
 	}
 }
 
@@ -558,6 +563,12 @@ func (n *Normalizer) emitLine2(prefix, l string) {
 	for ; n.oblanks > 0; n.oblanks-- {
 		n.emit("\n")
 	}
+	if n.alias && prefix == "" && (!n.wrapped || n.confirmed) {
+		if end := n.pos + len(l); end < len(n.src) && n.src[end] == '\n' && n.src[n.pos:end] == l {
+			n.pos = end + 1
+			return
+		}
+	}
 	if prefix != "" {
 		n.emit(prefix)
 	}
@@ -567,7 +578,7 @@ func (n *Normalizer) emitLine2(prefix, l string) {
 
 func (n *Normalizer) emit(s string) {
 	if n.wrapped && !n.confirmed {
-		n.held = append(n.held, s...)
+		n.preOut = append(n.preOut, s...)
 		return
 	}
 	if n.alias {
@@ -580,6 +591,9 @@ func (n *Normalizer) emit(s string) {
 		n.alias = false
 		n.out.Grow(len(n.src) + len(n.src)/16 + 64)
 		n.out.WriteString(n.src[:n.pos])
+	}
+	if n.out.Cap() == 0 {
+		n.out.Grow(max(n.grow, len(s)))
 	}
 	n.out.WriteString(s)
 }

@@ -249,6 +249,22 @@ var normalizeCases = []struct {
 		want: "*** Begin Patch\n*** Update File: src/app.py\n*** Move to: src/main.py\n@@ def greet():\n-print(\"Hi\")\n+print(\"Hello, world!\")\n*** End Patch\n",
 	},
 
+	{
+		name: "bug1-blank-lines-before-move",
+		in:   "*** Begin Patch\n*** Update File: a\n\n\\ x\n*** Move to: b\n@@\n-x\n+y\n*** End Patch\n",
+		want: "*** Begin Patch\n*** Update File: a\n*** Move to: b\n@@\n-x\n+y\n*** End Patch\n",
+	},
+	{
+		name: "neutral-unmarked-hunk-dropped",
+		in:   "*** Begin Patch\n*** Update File: a\n\n\\ x\n\n*** Delete File: b\n*** End Patch\n",
+		want: "*** Begin Patch\n*** Delete File: b\n*** End Patch\n",
+	},
+	{
+		name: "blank-lines-before-dropped-section",
+		in:   "*** Begin Patch\n*** Add File: a\n+x\n*** Delete File: b\n\n\n*** Update File: c\n",
+		want: "*** Begin Patch\n*** Add File: a\n+x\n*** Delete File: b\n",
+	},
+
 	// Bug 2: consecutive Update sections are separate.
 	{
 		name: "bug2-noop-then-change",

@@ -86,8 +86,43 @@ const (
 	endOfFile    = "*** End of File"
 )
 
-// span is a range of a parser's shared slices.
-type span struct{ lo, hi int }
+// arena hands out runs of Ts from blocks it never reallocates, so that
+// the parsed lines cost their own size and a partly used last block, not
+// the copies and spare capacity of a doubling slice.
+type arena[T any] struct {
+	block []T
+	lo    int // start of the open run
+}
+
+func (a *arena[T]) add(v T) {
+	if len(a.block) == cap(a.block) {
+		// Start a bigger block and move the open run, which must stay
+		// contiguous; the old block keeps the runs already taken.
+		run := a.block[a.lo:]
+		size := max(64, min(2*cap(a.block), 8192), 2*len(run))
+		a.block = append(make([]T, 0, size), run...)
+		a.lo = 0
+	}
+	a.block = append(a.block, v)
+}
+
+// len is the length of the open run.
+func (a *arena[T]) len() int { return len(a.block) - a.lo }
+
+// last points to the last element of the open run, which must exist.
+func (a *arena[T]) last() *T { return &a.block[len(a.block)-1] }
+
+// take closes the open run and returns it, nil if empty. Its capacity ends
+// with it, so appending to it cannot overwrite the next run.
+func (a *arena[T]) take() []T {
+	n := len(a.block)
+	if a.lo == n {
+		return nil
+	}
+	run := a.block[a.lo:n:n]
+	a.lo = n
+	return run
+}
 
 type parser struct {
 	s    string
@@ -99,11 +134,9 @@ type parser struct {
 
 	env    string
 	hunks  []Hunk
-	hspans []span // per hunk: its range of adds or chunks
-	chunks []Chunk
-	cspans []span // per chunk: its range of lines
-	lines  []Line
-	adds   []string
+	chunks arena[Chunk]
+	lines  arena[Line]
+	adds   arena[string]
 }
 
 // next makes the next line current; it reports false at the end of the
@@ -163,7 +196,7 @@ func Parse(s string) (*Patch, error) {
 	if err := p.parse(); err != nil {
 		return nil, err
 	}
-	return p.build(), nil
+	return &Patch{Environment: p.env, Hunks: p.hunks}, nil
 }
 
 const (
@@ -213,7 +246,6 @@ func (p *parser) parse() error {
 			if err := p.path(addPrefix); err != nil {
 				return err
 			}
-			lo := len(p.adds)
 			for p.next() {
 				if !strings.HasPrefix(p.line, "+") {
 					p.unread()
@@ -222,17 +254,17 @@ func (p *parser) parse() error {
 				if err := p.needLF(); err != nil {
 					return err
 				}
-				p.adds = append(p.adds, p.line[1:])
+				p.adds.add(p.line[1:])
 			}
-			if len(p.adds) == lo {
+			if p.adds.len() == 0 {
 				return p.errNext(`an added line starting with "+"`)
 			}
-			p.addHunk(Hunk{Kind: AddFile, Path: l[len(addPrefix):]}, lo, len(p.adds))
+			p.hunks = append(p.hunks, Hunk{Kind: AddFile, Path: l[len(addPrefix):], Lines: p.adds.take()})
 		case strings.HasPrefix(l, deletePrefix):
 			if err := p.path(deletePrefix); err != nil {
 				return err
 			}
-			p.addHunk(Hunk{Kind: DeleteFile, Path: l[len(deletePrefix):]}, 0, 0)
+			p.hunks = append(p.hunks, Hunk{Kind: DeleteFile, Path: l[len(deletePrefix):]})
 		case strings.HasPrefix(l, updatePrefix):
 			if err := p.update(); err != nil {
 				return err
@@ -267,8 +299,6 @@ func (p *parser) update() error {
 			p.unread()
 		}
 	}
-	lo := len(p.chunks)
-	open := false // the last chunk takes change lines
 	for p.next() {
 		l := p.line
 		switch {
@@ -276,13 +306,10 @@ func (p *parser) update() error {
 			if err := p.needLF(); err != nil {
 				return err
 			}
-			if !open {
-				p.chunks = append(p.chunks, Chunk{Unmarked: true})
-				p.cspans = append(p.cspans, span{len(p.lines), len(p.lines)})
-				open = true
+			if p.chunks.len() == 0 {
+				p.chunks.add(Chunk{Unmarked: true})
 			}
-			p.lines = append(p.lines, Line{Op: l[0], Text: l[1:]})
-			p.cspans[len(p.cspans)-1].hi = len(p.lines)
+			p.lines.add(Line{Op: l[0], Text: l[1:]})
 			continue
 		case strings.HasPrefix(l, "@@"):
 			ctx := ""
@@ -295,52 +322,39 @@ func (p *parser) update() error {
 			if err := p.needLF(); err != nil {
 				return err
 			}
-			p.chunks = append(p.chunks, Chunk{Context: ctx})
-			p.cspans = append(p.cspans, span{len(p.lines), len(p.lines)})
-			open = true
+			p.closeChunk()
+			p.chunks.add(Chunk{Context: ctx})
 			continue
 		case l == endOfFile:
-			if len(p.chunks) == lo {
+			if p.chunks.len() == 0 {
 				return p.errHere(`a change line or "@@" before ` + quote(endOfFile))
 			}
 			if err := p.needLF(); err != nil {
 				return err
 			}
 			h.EndOfFile = true
-			p.addHunk(h, lo, len(p.chunks))
+			p.addUpdate(h)
 			return nil
 		}
 		p.unread()
-		break
+		p.addUpdate(h)
+		return nil
 	}
-	p.addHunk(h, lo, len(p.chunks))
+	p.addUpdate(h)
 	return nil
 }
 
-func (p *parser) addHunk(h Hunk, lo, hi int) {
-	p.hunks = append(p.hunks, h)
-	p.hspans = append(p.hspans, span{lo, hi})
+// closeChunk gives the open chunk, if any, the lines read for it.
+func (p *parser) closeChunk() {
+	if p.chunks.len() > 0 {
+		p.chunks.last().Lines = p.lines.take()
+	}
 }
 
-// build points the hunks into the shared slices, now that they no longer
-// grow.
-func (p *parser) build() *Patch {
-	for i := range p.chunks {
-		if sp := p.cspans[i]; sp.hi > sp.lo {
-			p.chunks[i].Lines = p.lines[sp.lo:sp.hi:sp.hi]
-		}
-	}
-	for i := range p.hunks {
-		h, sp := &p.hunks[i], p.hspans[i]
-		switch {
-		case sp.hi == sp.lo:
-		case h.Kind == AddFile:
-			h.Lines = p.adds[sp.lo:sp.hi:sp.hi]
-		default:
-			h.Chunks = p.chunks[sp.lo:sp.hi:sp.hi]
-		}
-	}
-	return &Patch{Environment: p.env, Hunks: p.hunks[:len(p.hunks):len(p.hunks)]}
+func (p *parser) addUpdate(h Hunk) {
+	p.closeChunk()
+	h.Chunks = p.chunks.take()
+	p.hunks = append(p.hunks, h)
 }
 
 // quote shows a line in an error, shortened.

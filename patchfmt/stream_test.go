@@ -39,7 +39,11 @@ func checkStreaming(t testing.TB, s string) {
 	if got := streamed(s); got != want {
 		t.Fatalf("one piece: got %q, want %q", got, want)
 	}
-	if got := streamed(strings.Split(s, "")...); got != want {
+	bytewise := make([]string, len(s))
+	for i := range len(s) {
+		bytewise[i] = s[i : i+1]
+	}
+	if got := streamed(bytewise...); got != want {
 		t.Fatalf("byte by byte: got %q, want %q", got, want)
 	}
 	for seed := range uint64(4) {
@@ -211,5 +215,39 @@ func TestNormalizerReuse(t *testing.T) {
 	}
 	if got := n.Finish(); got != "" {
 		t.Fatalf("after Finish, Finish = %q", got)
+	}
+}
+
+// TestNormalizerLinear streams inputs that stress the held state one byte
+// at a time. Quadratic work on any of them would not finish in time.
+func TestNormalizerLinear(t *testing.T) {
+	const n = 100_000
+	inputs := map[string]string{
+		"leading-space":   strings.Repeat(" ", n) + "<invoke>*** Begin Patch\n",
+		"no-gt":           "<invoke" + strings.Repeat("x", n),
+		"wrapped-cr":      "<invoke>*** Begin Patch\nx" + strings.Repeat("\r", n) + "y",
+		"wrapped-space":   "<invoke>*** Begin Patch\nx" + strings.Repeat(" \n", n) + "y",
+		"wrapped-lt":      "<invoke>*** Begin Patch\n" + strings.Repeat("<", n),
+		"wrapped-tags":    "<invoke>*** Begin Patch\n" + strings.Repeat("</invoke>", n/9),
+		"unconfirmed":     "<invoke>" + strings.Repeat("line\n", n/5),
+		"long-line":       "*** Begin Patch\n*** Add File: a\n" + strings.Repeat("x", n),
+		"blank-lines":     "*** Begin Patch\n" + strings.Repeat("\r\n", n/2) + "x",
+		"noop-hunk":       "*** Begin Patch\n*** Update File: a\n@@\n" + strings.Repeat("-x\n", n/6) + strings.Repeat("+x\n", n/6),
+		"empty-sections":  "*** Begin Patch\n" + strings.Repeat("*** Update File: a\n", n/19),
+		"neutral-hunk":    "*** Begin Patch\n*** Update File: a\n" + strings.Repeat("\\\n\n", n/3),
+		"blank-in-output": "*** Begin Patch\n*** Update File: a\n@@\n x\n" + strings.Repeat("\n", n) + "*** Update File: b\n",
+	}
+	for name, s := range inputs {
+		t.Run(name, func(t *testing.T) {
+			var nz Normalizer
+			var b strings.Builder
+			for i := range len(s) {
+				b.WriteString(nz.Write(s[i : i+1]))
+			}
+			b.WriteString(nz.Finish())
+			if got, want := b.String(), Normalize(s); got != want {
+				t.Fatalf("streamed output differs from Normalize")
+			}
+		})
 	}
 }

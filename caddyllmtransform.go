@@ -1,0 +1,9 @@
+// Package caddyllmtransform is the import path xcaddy builds with
+// (`xcaddy build --with github.com/llmtransform/caddy-llm-transform`); it
+// registers the llm_transform modules by importing caddymodule.
+package caddyllmtransform
+
+import (
+	// Registers http.handlers.llm_transform and its Caddyfile directive.
+	_ "github.com/llmtransform/caddy-llm-transform/caddymodule"
+)

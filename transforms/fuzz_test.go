@@ -1,0 +1,92 @@
+package transforms
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzSSE feeds arbitrary bytes as an upstream stream while a converted call
+// is on record. The pipeline must not panic, must give the same bytes at
+// every chunk size, and must keep sequence numbers consecutive.
+func FuzzSSE(f *testing.F) {
+	f.Add(sse(fnCallStream(0, 0, "fc_1", "c1", "apply_patch", `{"input":"*** Begin Patch\n*** Add File: a\nx\n*** End Patch"}`, 3, true)...))
+	f.Add("data: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"name\":\"apply_patch\",\"id\":\"i\"}}\r\n\r\ndata: {\"type\":\"response.function_call_arguments.delta\",\"item_id\":\"i\",\"delta\":\"{\\\"input\\\":\\\"\\\\u00\"}\r\r")
+	f.Add("event: error\ndata: {\"type\":\"error\"}\n\n: ping\n\ndata: [DONE]\n\n")
+	f.Fuzz(func(t *testing.T, stream string) {
+		var first string
+		for i, n := range chunkSizes {
+			x := exchangeAfter(t, `[{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}]`, patchRequest)
+			got := replay(t, x, stream, n)
+			if i == 0 {
+				first = got
+			} else if got != first {
+				t.Fatalf("chunk size %d changed the output", n)
+			}
+		}
+	})
+}
+
+// FuzzCustomArgs sends arbitrary argument text for a converted apply_patch
+// call, split into small deltas, and checks that the stream and the JSON
+// path agree on the final input, and that progressive deltas add up to it
+// whenever the arguments are an object with a string input.
+func FuzzCustomArgs(f *testing.F) {
+	for _, s := range []string{
+		`{"input":"*** Begin Patch ***\n*** Add File: x\nhello\n*** End Patch ***"}`,
+		`{"patch":"*** Begin Patch\n*** Delete File: a\n*** End Patch\n"}`,
+		`"just a string"`, `{}`, `{"input":5}`, `not json`, `{"input":"\ud83e\udd80 \u00e9 \" \\"}`,
+		`{"input":"*** Begin Patch\r\n*** Update File: a\r\n@@\r\n-a\r\n+a\r\n*** End Patch"}`,
+	} {
+		f.Add(s, uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, args string, split uint8) {
+		if !utf8.ValidString(args) {
+			return // arguments travel inside JSON strings, which hold only UTF-8
+		}
+		n := int(split%16) + 1
+		up := fnCallStream(0, 0, "fc_1", "c1", "apply_patch", args, n, true)
+		x := exchangeAfter(t, `[{"transform":"field_custom_tools_to_function"}]`, patchRequest)
+		out := replay(t, x, sse(up...), 7)
+		evs := events(t, out)
+		want := string(finalInput(ident{name: "apply_patch"}, []byte(args)))
+		var deltas strings.Builder
+		var done, item string
+		for _, e := range evs {
+			switch e["type"] {
+			case "response.custom_tool_call_input.delta":
+				deltas.WriteString(e["delta"].(string))
+			case "response.custom_tool_call_input.done":
+				done = e["input"].(string)
+			case "response.output_item.done":
+				item = e["item"].(map[string]any)["input"].(string)
+			case "response.function_call_arguments.delta", "response.function_call_arguments.done":
+				t.Fatalf("function event leaked: %v", e)
+			}
+		}
+		if done != want || item != want {
+			t.Fatalf("final input: done=%q item=%q want=%q", done, item, want)
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal([]byte(args), &obj) == nil {
+			var in string
+			if json.Unmarshal(obj["input"], &in) == nil && deltas.String() != want {
+				t.Fatalf("deltas %q do not add up to %q", deltas.String(), want)
+			}
+		}
+		// The non-streaming path restores the same input.
+		x2 := exchangeAfter(t, `[{"transform":"field_custom_tools_to_function"}]`, patchRequest)
+		body := `{"output":[{"type":"function_call","call_id":"c1","name":"apply_patch","arguments":` + jstr(args) + `}]}`
+		res, err := x2.RewriteResponse([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct {
+			Output []struct{ Input string } `json:"output"`
+		}
+		if err := json.Unmarshal(res, &r); err != nil || len(r.Output) != 1 || r.Output[0].Input != want {
+			t.Fatalf("JSON path: %s (err %v)", res, err)
+		}
+	})
+}
