@@ -732,7 +732,8 @@ func parseDemoUpstreamCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHan
 //		delta_size <bytes>
 //	}
 //
-// Use a backtick-quoted token or a heredoc for a multi-line patch.
+// Quoted tokens do not interpret \n, so write a multi-line patch as a heredoc
+// (patch <<EOF ... EOF) or a backtick-quoted token.
 func (d *DemoUpstream) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
 	disp.Next() // consume directive name
 	if disp.NextArg() {

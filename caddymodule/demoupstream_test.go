@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/tidwall/gjson"
 )
 
 // demoTestTime makes created_at stable so that replies can be compared byte for byte.
@@ -690,5 +692,39 @@ func TestDemoUpstreamValidate(t *testing.T) {
 	}
 	if err := (&DemoUpstream{}).Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestDemoUpstreamCaddyfileAdapt checks the directive needs no order line
+// and sorts before respond, so a catch-all respond cannot shadow it.
+func TestDemoUpstreamCaddyfileAdapt(t *testing.T) {
+	const cf = `:8080 {
+	respond "fallback"
+	llm_transform_demo_upstream /v1/* {
+		delta_size 3
+		patch <<EOF
+			*** Begin Patch
+			*** End Patch
+			EOF
+	}
+}
+`
+	out, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) > 0 {
+		t.Errorf("warnings: %v", warnings)
+	}
+	var handlers []string
+	for _, h := range gjson.GetBytes(out, "apps.http.servers.srv0.routes.#.handle.0").Array() {
+		handlers = append(handlers, h.Raw)
+	}
+	want := []string{
+		`{"delta_size":3,"handler":"llm_transform_demo_upstream","patch":"*** Begin Patch\n*** End Patch"}`,
+		`{"body":"fallback","handler":"static_response"}`,
+	}
+	if !reflect.DeepEqual(handlers, want) {
+		t.Errorf("handlers:\n got %q\nwant %q\nconfig: %s", handlers, want, out)
 	}
 }

@@ -139,16 +139,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return caddyhttp.Error(http.StatusBadRequest, err)
 	}
 	setBody(r, body)
-	if !gjson.ValidBytes(body) {
-		return next.ServeHTTP(w, r)
-	}
 	x := transforms.NewExchange(proto, transforms.Limits{
 		MaxCallBuffer: int(h.MaxCallBuffer),
 		MaxEvent:      int(h.MaxBodySize),
 	}, h.logger)
+	// A body that is not JSON yields no model here, and the rules' own
+	// validating walk then hands it upstream untouched.
 	if !h.chain.Begin(x, gjson.GetBytes(body, "model").String()) {
 		return next.ServeHTTP(w, r)
 	}
+	// The rewritten body may live in a pooled buffer; the upstream round
+	// trip has consumed it by the time next returns.
+	defer x.Release()
 	out, err := x.RewriteRequest(body)
 	if err != nil {
 		var te *transforms.Error

@@ -389,6 +389,11 @@ type Exchange struct {
 	rules   []*Rule
 	records map[any]any
 	applied []*Rule
+	pooled  []*[]byte
+
+	// Invalid is set when a rule found the request body not to be valid
+	// JSON; such a body is forwarded exactly as received.
+	Invalid bool
 
 	// Converted counts tool definitions and calls rewritten on the way out.
 	Converted int
@@ -514,6 +519,7 @@ func (c *Chain) Begin(x *Exchange, model string) bool {
 // feeding the next. On error nothing is forwarded, so no rule's partial work
 // can leak.
 func (x *Exchange) RewriteRequest(body []byte) ([]byte, error) {
+	orig := body
 	for _, r := range x.rules {
 		if r.phase&PhaseRequest == 0 {
 			continue
@@ -521,6 +527,9 @@ func (x *Exchange) RewriteRequest(body []byte) ([]byte, error) {
 		out, err := r.t.RewriteRequest(x, body)
 		if err != nil {
 			return nil, err
+		}
+		if x.Invalid {
+			return orig, nil
 		}
 		if !sameSlice(out, body) {
 			x.markApplied(r)

@@ -5,7 +5,7 @@ import (
 )
 
 // exchangeAfter runs the request phase and returns the bound exchange.
-func exchangeAfter(t *testing.T, rules, request string) *Exchange {
+func exchangeAfter(t testing.TB, rules, request string) *Exchange {
 	t.Helper()
 	c := chainOf(t, rules)
 	x := begin(t, c, ProtocolResponses, []byte(request))

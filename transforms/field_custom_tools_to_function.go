@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -132,64 +131,6 @@ func (t *customTools) resolve(r *customRecord, ns, name string) (ident, bool) {
 	return cands[0], true
 }
 
-// edit replaces doc[start:end] with repl.
-type edit struct {
-	start, end int
-	repl       []byte
-}
-
-func applyEdits(doc []byte, edits []edit) []byte {
-	if len(edits) == 0 {
-		return doc
-	}
-	sort.Slice(edits, func(i, j int) bool { return edits[i].start < edits[j].start })
-	n := len(doc)
-	for _, e := range edits {
-		n += len(e.repl) - (e.end - e.start)
-	}
-	out := make([]byte, 0, n)
-	pos := 0
-	for _, e := range edits {
-		out = append(out, doc[pos:e.start]...)
-		out = append(out, e.repl...)
-		pos = e.end
-	}
-	return append(out, doc[pos:]...)
-}
-
-// objWriter builds a rewritten JSON object member by member.
-type objWriter struct {
-	b     []byte
-	first bool
-}
-
-func newObj(dst []byte) objWriter { return objWriter{b: append(dst, '{'), first: true} }
-
-func (w *objWriter) sep() {
-	if !w.first {
-		w.b = append(w.b, ',')
-	}
-	w.first = false
-}
-
-// raw copies a member unchanged.
-func (w *objWriter) raw(doc []byte, m member) {
-	w.sep()
-	w.b = append(w.b, doc[m.key.start:m.key.end]...)
-	w.b = append(w.b, ':')
-	w.b = append(w.b, doc[m.value.start:m.value.end]...)
-}
-
-// key starts a member whose value the caller appends.
-func (w *objWriter) key(k string) {
-	w.sep()
-	w.b = append(w.b, '"')
-	w.b = append(w.b, k...)
-	w.b = append(w.b, '"', ':')
-}
-
-func (w *objWriter) close() []byte { return append(w.b, '}') }
-
 // --- request side ---------------------------------------------------------
 
 // A request rewrite first plans every edit and checks for identity
@@ -221,16 +162,31 @@ func (t *customTools) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 		return body, nil
 	}
 	p := &requestPlan{t: t, x: x, doc: body, rec: record(x), chat: x.Protocol == ProtocolChat, native: map[ident]string{}}
-	var top [4]span
-	objectFields(body, 0, []string{"tools", "input", "messages", "tool_choice"}, top[:])
-	if top[0].start >= 0 {
-		p.walkTools(top[0], "", "tools")
-	}
-	if !p.chat && top[1].start >= 0 {
-		p.walkInput(top[1])
-	}
-	if p.chat && top[2].start >= 0 {
-		p.walkMessages(top[2])
+	// One walk over the top level validates the whole body and visits
+	// tools, history and tool_choice as it passes them; a body that is not
+	// valid JSON goes upstream exactly as it came.
+	var tools, choice span = span{-1, -1}, span{-1, -1}
+	end := walkMembers(body, 0, func(k span, v int) int {
+		var e int
+		switch {
+		case keyIs(body, k, "tools"):
+			e = p.walkTools(v, "", "tools")
+			tools = span{v, e}
+		case keyIs(body, k, "input") && !p.chat:
+			e = p.walkInput(v)
+		case keyIs(body, k, "messages") && p.chat:
+			e = p.walkMessages(v)
+		case keyIs(body, k, "tool_choice"):
+			e = skipValue(body, v)
+			choice = span{v, e}
+		default:
+			e = skipValue(body, v)
+		}
+		return e
+	})
+	if end < 0 || skipSpace(body, end) != len(body) {
+		p.x.Invalid = true
+		return body, nil
 	}
 	for _, pc := range p.picked {
 		if where, clash := p.native[pc.id]; clash {
@@ -247,8 +203,8 @@ func (t *customTools) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 	for _, sp := range p.outs {
 		p.planOutput(sp)
 	}
-	if top[3].start >= 0 {
-		p.planChoice(top[3])
+	if choice.start >= 0 {
+		p.planChoice(choice)
 	}
 	if len(p.edits) == 0 {
 		return body, nil
@@ -256,14 +212,14 @@ func (t *customTools) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 	for _, pc := range p.picked {
 		p.rec.converted[pc.id] = true
 	}
-	if p.rec.origTools == nil && top[0].start >= 0 {
-		p.rec.origTools = bytes.Clone(body[top[0].start:top[0].end])
+	if p.rec.origTools == nil && tools.start >= 0 {
+		p.rec.origTools = bytes.Clone(body[tools.start:tools.end])
 	}
-	if p.rec.origChoice == nil && top[3].start >= 0 {
-		p.rec.origChoice = bytes.Clone(body[top[3].start:top[3].end])
+	if p.rec.origChoice == nil && choice.start >= 0 {
+		p.rec.origChoice = bytes.Clone(body[choice.start:choice.end])
 	}
 	x.Converted += len(p.edits)
-	return applyEdits(body, p.edits), nil
+	return x.applyEdits(body, p.edits), nil
 }
 
 func (p *requestPlan) pick(id ident, where string) {
@@ -277,9 +233,13 @@ func (p *requestPlan) pick(id ident, where string) {
 
 // walkTools visits tool definitions, recursing into namespaces. enclosing is
 // the namespace name inherited by leaves that do not name their own.
-func (p *requestPlan) walkTools(arr span, enclosing, where string) {
+// It returns the end of the value at start, or -1 when it is malformed.
+func (p *requestPlan) walkTools(start int, enclosing, where string) int {
+	if start >= len(p.doc) || p.doc[start] != '[' {
+		return skipValue(p.doc, start) // not a list of tools: nothing of ours
+	}
 	i := 0
-	eachElement(p.doc, arr.start, func(el span) bool {
+	return eachElement(p.doc, start, func(el span) bool {
 		path := where + "[" + strconv.Itoa(i) + "]"
 		i++
 		var f [5]span
@@ -293,7 +253,7 @@ func (p *requestPlan) walkTools(arr span, enclosing, where string) {
 		switch typ {
 		case "namespace":
 			if f[3].start >= 0 {
-				p.walkTools(f[3], name, path+".tools")
+				return p.walkTools(f[3].start, name, path+".tools") >= 0
 			}
 		case "function":
 			if p.chat {
@@ -363,17 +323,20 @@ func (p *requestPlan) descriptor(el span, name string) []byte {
 var inputFields = []string{"type", "name", "namespace", "call_id", "tools"}
 
 // walkInput visits Responses history items, scanning each item once.
-func (p *requestPlan) walkInput(arr span) {
+func (p *requestPlan) walkInput(start int) int {
 	doc := p.doc
+	if start >= len(doc) || doc[start] != '[' {
+		return skipValue(doc, start) // a plain string prompt
+	}
 	var f [5]span
 	i := -1
-	eachObject(doc, arr.start, inputFields, f[:], func(el span, f []span) bool {
+	return eachObject(doc, start, inputFields, f[:], func(el span, f []span) bool {
 		i++
 		typ := f[0]
 		switch {
 		case isString(doc, typ, "additional_tools"):
 			if f[4].start >= 0 {
-				p.walkTools(f[4], "", "input["+strconv.Itoa(i)+"].tools")
+				return p.walkTools(f[4].start, "", "input["+strconv.Itoa(i)+"].tools") >= 0
 			}
 		case isString(doc, typ, "function_call"):
 			name, _ := stringValue(doc, f[1])
@@ -616,7 +579,7 @@ func appendSchema(dst []byte, patch bool) []byte {
 // level. Anything else, invalid JSON included, is the input as it stands.
 func unwrapArgs(args []byte) []byte {
 	t := bytes.TrimSpace(args)
-	if len(t) == 0 || !validJSON(t) {
+	if len(t) == 0 || !validDocument(t) {
 		return args
 	}
 	switch t[0] {
@@ -727,10 +690,10 @@ func (t *customTools) RewriteResponse(x *Exchange, body []byte) ([]byte, error) 
 	if x.Protocol == ProtocolChat {
 		return t.chatResponse(x, body)
 	}
-	if x.Protocol != ProtocolResponses || !record(x).active() || !validJSON(body) {
+	if x.Protocol != ProtocolResponses || !record(x).active() || !validDocument(body) {
 		return body, nil
 	}
-	return applyEdits(body, t.restoreResponseObject(x, body, span{skipSpace(body, 0), len(body)}, nil, false)), nil
+	return x.applyEdits(body, t.restoreResponseObject(x, body, span{skipSpace(body, 0), len(body)}, nil, false)), nil
 }
 
 func (r *customRecord) active() bool { return len(r.converted) > 0 }
@@ -752,6 +715,8 @@ type customStream struct {
 	dropped map[string]bool        // calls abandoned mid-way; their events are swallowed
 	failed  bool
 	buf     []byte
+	evbuf   []byte
+	ev      Event
 }
 
 type customCall struct {
@@ -938,10 +903,17 @@ func (s *customStream) overLimit(c *customCall) error {
 	}
 }
 
+var (
+	nameInputDelta = []byte("response.custom_tool_call_input.delta")
+	nameInputDone  = []byte("response.custom_tool_call_input.done")
+)
+
 // inputEvent builds a custom_tool_call_input event. Rewritten deltas carry
-// no obfuscation padding: it was sized for the function-call text.
+// no obfuscation padding: it was sized for the function-call text. The
+// event lives in buffers reused for the next one; stages downstream copy
+// what they keep, as for every event.
 func (s *customStream) inputEvent(c *customCall, src []byte, typ, field string, text []byte) *Event {
-	b := make([]byte, 0, len(text)+128)
+	b := s.evbuf[:0]
 	b = append(b, `{"type":"`...)
 	b = append(b, typ...)
 	b = append(b, '"')
@@ -959,7 +931,12 @@ func (s *customStream) inputEvent(c *customCall, src []byte, typ, field string, 
 	b = append(b, `":`...)
 	b = streambuf.AppendJSONString(b, text)
 	b = append(b, '}')
-	return &Event{Name: []byte(typ), Data: b}
+	s.evbuf = b
+	s.ev = Event{Name: nameInputDone, Data: b}
+	if field == "delta" {
+		s.ev.Name = nameInputDelta
+	}
+	return &s.ev
 }
 
 // finishInput settles a call's input from the complete arguments (from the

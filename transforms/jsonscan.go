@@ -2,17 +2,23 @@ package transforms
 
 import (
 	"bytes"
+	"encoding/binary"
 	"unicode/utf8"
 
 	"github.com/llmtransform/caddy-llm-transform/streambuf"
-	"github.com/tidwall/gjson"
 )
 
-// The scanner below walks JSON that gjson.ValidBytes has already accepted.
-// It yields byte spans instead of decoded values so a rewrite can copy every
-// untouched byte verbatim and skip over large values (message text, encrypted
-// reasoning) without decoding or allocating. Bounds are still checked, so
-// malformed input ends the walk instead of panicking.
+// The scanner below walks JSON and validates it in the same pass (RFC 8259
+// grammar; string contents are not checked for UTF-8, as encoding/json does
+// not reject it either). It yields byte spans instead of decoded values, so
+// a rewrite copies every untouched byte verbatim and skips large values
+// (message text, encrypted reasoning) without decoding or allocating. Any
+// malformed byte makes the walk report failure, and a rule that sees a
+// failed walk leaves the document alone.
+
+// maxDepth bounds nesting so hostile input cannot exhaust the stack; deeper
+// documents are treated as invalid and pass through untouched.
+const maxDepth = 1000
 
 // skipSpace returns the index of the first non-space byte at or after i.
 func skipSpace(b []byte, i int) int {
@@ -27,69 +33,206 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
+const (
+	swarLo = 0x0101010101010101
+	swarHi = 0x8080808080808080
+)
+
+// plainWord reports whether none of the 8 bytes in v is a quote, a
+// backslash or a control character, i.e. all can be skipped at once.
+func plainWord(v uint64) bool {
+	q := v ^ (swarLo * '"')
+	bs := v ^ (swarLo * '\\')
+	return ((q-swarLo)&^q|(bs-swarLo)&^bs|(v-swarLo*0x20)&^v)&swarHi == 0
+}
+
+// plainWord2 is plainWord over 16 bytes with a single branch.
+func plainWord2(v, w uint64) bool {
+	qv, qw := v^(swarLo*'"'), w^(swarLo*'"')
+	bv, bw := v^(swarLo*'\\'), w^(swarLo*'\\')
+	m := (qv-swarLo)&^qv | (bv-swarLo)&^bv | (v-swarLo*0x20)&^v
+	m |= (qw-swarLo)&^qw | (bw-swarLo)&^bw | (w-swarLo*0x20)&^w
+	return m&swarHi == 0
+}
+
 // skipString returns the index just past the string literal starting at
-// b[i] == '"', or -1 if it is unterminated. It jumps between quotes with the
-// vectorised IndexByte and counts the backslashes before each one, which is
-// several times faster than inspecting every byte.
+// b[i] == '"', or -1 if it is unterminated or malformed (bad escape, raw
+// control character). Plain runs are skipped eight bytes at a time.
 func skipString(b []byte, i int) int {
-	open := i
 	i++
 	for {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
+		for i+16 <= len(b) && plainWord2(binary.LittleEndian.Uint64(b[i:]), binary.LittleEndian.Uint64(b[i+8:])) {
+			i += 16
+		}
+		for i+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
 			return -1
 		}
-		i += j
-		k := i - 1
-		for k > open && b[k] == '\\' {
-			k--
-		}
-		if (i-1-k)%2 == 0 {
+		switch c := b[i]; {
+		case c == '"':
 			return i + 1
+		case c == '\\':
+			if i+1 >= len(b) {
+				return -1
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if _, ok := hex4(b[i:]); !ok {
+					return -1
+				}
+				i += 6
+			default:
+				return -1
+			}
+		case c < 0x20:
+			return -1
+		default:
+			i++
 		}
-		i++
 	}
 }
 
-// skipValue returns the index just past the value starting at b[i], or -1.
+// skipValue returns the index just past the value starting at b[i], or -1
+// when it is not a valid JSON value.
 func skipValue(b []byte, i int) int {
+	return skipDepth(b, i, 0)
+}
+
+func skipDepth(b []byte, i, depth int) int {
 	if i >= len(b) {
 		return -1
 	}
-	switch b[i] {
+	switch c := b[i]; c {
 	case '"':
 		return skipString(b, i)
-	case '{', '[':
-		depth := 0
+	case '{':
+		if depth >= maxDepth {
+			return -1
+		}
+		i = skipSpace(b, i+1)
+		if i < len(b) && b[i] == '}' {
+			return i + 1
+		}
 		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				if i < 0 {
-					return -1
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
+			if b[i] != '"' {
+				return -1
 			}
-			i++
+			if i = skipString(b, i); i < 0 {
+				return -1
+			}
+			i = skipSpace(b, i)
+			if i >= len(b) || b[i] != ':' {
+				return -1
+			}
+			if i = skipDepth(b, skipSpace(b, i+1), depth+1); i < 0 {
+				return -1
+			}
+			i = skipSpace(b, i)
+			if i >= len(b) {
+				return -1
+			}
+			if b[i] == '}' {
+				return i + 1
+			}
+			if b[i] != ',' {
+				return -1
+			}
+			i = skipSpace(b, i+1)
 		}
 		return -1
-	default:
+	case '[':
+		if depth >= maxDepth {
+			return -1
+		}
+		i = skipSpace(b, i+1)
+		if i < len(b) && b[i] == ']' {
+			return i + 1
+		}
 		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return i
+			if i = skipDepth(b, i, depth+1); i < 0 {
+				return -1
 			}
+			i = skipSpace(b, i)
+			if i >= len(b) {
+				return -1
+			}
+			if b[i] == ']' {
+				return i + 1
+			}
+			if b[i] != ',' {
+				return -1
+			}
+			i = skipSpace(b, i+1)
+		}
+		return -1
+	case 't':
+		return literal(b, i, "true")
+	case 'f':
+		return literal(b, i, "false")
+	case 'n':
+		return literal(b, i, "null")
+	default:
+		return skipNumber(b, i)
+	}
+}
+
+func literal(b []byte, i int, lit string) int {
+	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
+		return i + len(lit)
+	}
+	return -1
+}
+
+// skipNumber validates -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func skipNumber(b []byte, i int) int {
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		i = digits(b, i)
+	default:
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		j := digits(b, i+1)
+		if j == i+1 {
+			return -1
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		return i
+		j := digits(b, i)
+		if j == i {
+			return -1
+		}
+		i = j
 	}
+	return i
+}
+
+func digits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// validDocument reports whether doc is exactly one valid JSON value with
+// nothing but white space around it.
+func validDocument(doc []byte) bool {
+	i := skipValue(doc, skipSpace(doc, 0))
+	return i >= 0 && skipSpace(doc, i) == len(doc)
 }
 
 // span is a half-open byte range [start, end) in a document.
@@ -158,51 +301,101 @@ func eachMember(doc []byte, start int, fn func(m member) bool) bool {
 	return false
 }
 
-// eachElement calls fn for every element of the array starting at doc[start].
-func eachElement(doc []byte, start int, fn func(v span) bool) bool {
+// eachElement calls fn for every element of the array starting at
+// doc[start]. It returns the index just past the array, or -1 when the
+// array is malformed or fn stopped early.
+func eachElement(doc []byte, start int, fn func(v span) bool) int {
 	i := skipSpace(doc, start)
 	if i >= len(doc) || doc[i] != '[' {
-		return false
+		return -1
 	}
 	i = skipSpace(doc, i+1)
 	if i < len(doc) && doc[i] == ']' {
-		return true
+		return i + 1
 	}
 	for i < len(doc) {
 		ve := skipValue(doc, i)
-		if ve < 0 {
-			return false
-		}
-		if !fn(span{i, ve}) {
-			return true
+		if ve < 0 || !fn(span{i, ve}) {
+			return -1
 		}
 		i = skipSpace(doc, ve)
 		if i >= len(doc) {
-			return false
+			return -1
 		}
 		if doc[i] == ']' {
-			return true
+			return i + 1
 		}
 		if doc[i] != ',' {
-			return false
+			return -1
 		}
 		i = skipSpace(doc, i+1)
 	}
-	return false
+	return -1
+}
+
+// walkMembers visits the members of the object at doc[start]; fn gets the
+// key and the start of the value and returns the end of the value, so a
+// caller can walk into a value instead of skipping it and walking it again.
+// It returns the index just past the object, or -1.
+func walkMembers(doc []byte, start int, fn func(key span, value int) int) int {
+	i := skipSpace(doc, start)
+	if i >= len(doc) || doc[i] != '{' {
+		return -1
+	}
+	i = skipSpace(doc, i+1)
+	if i < len(doc) && doc[i] == '}' {
+		return i + 1
+	}
+	for i < len(doc) {
+		if doc[i] != '"' {
+			return -1
+		}
+		ke := skipString(doc, i)
+		if ke < 0 {
+			return -1
+		}
+		key := span{i, ke}
+		i = skipSpace(doc, ke)
+		if i >= len(doc) || doc[i] != ':' {
+			return -1
+		}
+		ve := fn(key, skipSpace(doc, i+1))
+		if ve < 0 {
+			return -1
+		}
+		i = skipSpace(doc, ve)
+		if i >= len(doc) {
+			return -1
+		}
+		if doc[i] == '}' {
+			return i + 1
+		}
+		if doc[i] != ',' {
+			return -1
+		}
+		i = skipSpace(doc, i+1)
+	}
+	return -1
+}
+
+// keyIs reports whether the key literal at k equals name.
+func keyIs(doc []byte, k span, name string) bool {
+	return k.end-k.start == len(name)+2 && string(doc[k.start+1:k.end-1]) == name
 }
 
 // eachObject walks the array at doc[start] and, for every element that is
 // an object, collects the named members into fields (span{-1,-1} when
 // absent) while finding the element's end, so each element is scanned
-// once whatever the order of its keys. Other elements are skipped.
-func eachObject(doc []byte, start int, names []string, fields []span, fn func(el span, fields []span) bool) bool {
+// once whatever the order of its keys. Other elements are skipped. It
+// returns the index just past the array, or -1.
+func eachObject(doc []byte, start int, names []string, fields []span, fn func(el span, fields []span) bool) int {
 	i := skipSpace(doc, start)
 	if i >= len(doc) || doc[i] != '[' {
-		return false
+		return -1
 	}
 	i = skipSpace(doc, i+1)
 	if i < len(doc) && doc[i] == ']' {
-		return true
+		return i + 1
 	}
 	for i < len(doc) {
 		var end int
@@ -212,24 +405,24 @@ func eachObject(doc []byte, start int, names []string, fields []span, fn func(el
 			end = skipValue(doc, i)
 		}
 		if end < 0 {
-			return false
+			return -1
 		}
 		if doc[i] == '{' && !fn(span{i, end}, fields) {
-			return true
+			return -1
 		}
 		i = skipSpace(doc, end)
 		if i >= len(doc) {
-			return false
+			return -1
 		}
 		if doc[i] == ']' {
-			return true
+			return i + 1
 		}
 		if doc[i] != ',' {
-			return false
+			return -1
 		}
 		i = skipSpace(doc, i+1)
 	}
-	return false
+	return -1
 }
 
 // scanObject walks the object at doc[start], storing the first occurrence
@@ -439,6 +632,3 @@ func appendQuotedJSON(dst []byte, parts ...[]byte) []byte {
 	}
 	return append(dst, '"')
 }
-
-// validJSON reports whether b is one well-formed JSON value.
-func validJSON(b []byte) bool { return gjson.ValidBytes(b) }

@@ -36,6 +36,7 @@ type Stream struct {
 	seq      int64 // next sequence_number to hand out
 	seqKnown bool
 	stopped  bool
+	scratch  []byte
 }
 
 // NewStream prepares the stream rules bound to x. It returns nil when no rule
@@ -154,11 +155,14 @@ func (s *Stream) write(ev *Event) {
 					s.seq, s.seqKnown = n, true
 				}
 				if n != s.seq {
-					d := make([]byte, 0, len(ev.Data)+8)
-					d = append(d, ev.Data[:sp.start]...)
-					d = strconv.AppendInt(d, s.seq, 10)
-					d = append(d, ev.Data[sp.end:]...)
-					ev.SetData(d)
+					// Once a call's deltas are merged or dropped, every later
+					// event needs a new number; build it in a reused buffer
+					// rather than allocating per event.
+					s.scratch = append(s.scratch[:0], ev.Data[:sp.start]...)
+					s.scratch = strconv.AppendInt(s.scratch, s.seq, 10)
+					s.scratch = append(s.scratch, ev.Data[sp.end:]...)
+					renumbered := Event{Name: ev.Name, Data: s.scratch}
+					ev = &renumbered
 				}
 				s.seq++
 			}
