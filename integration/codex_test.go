@@ -60,25 +60,73 @@ request_max_retries = 0
 stream_max_retries = 0
 `
 
-// codexBinary finds the Codex CLI: $CODEX_BIN, else `codex` on PATH. Without
-// one the test is skipped, except on CI (CI=true), where it must be there.
+// codexBinary finds the Codex CLI: $CODEX_BIN, else the pinned version in
+// the user cache, installed there from npm on first use. Without npm the
+// test is skipped, except on CI (CI=true), where it must run.
 func codexBinary(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv("CODEX_BIN")
-	if bin == "" {
-		bin, _ = exec.LookPath("codex")
-	}
-	if bin != "" {
-		if _, err := os.Stat(bin); err == nil {
-			return bin
+	if bin := os.Getenv("CODEX_BIN"); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("CODEX_BIN=%s: %v", bin, err)
 		}
+		return bin
 	}
-	msg := "Codex CLI not found: set CODEX_BIN to node_modules/.bin/codex after `npm install @openai/codex@0.169.0`, or put codex on PATH"
+	codexInstall.Do(installCodex)
+	if codexInstallErr == nil {
+		return codexInstalled
+	}
+	msg := "Codex CLI " + codexVersion + " unavailable (" + codexInstallErr.Error() + "); set CODEX_BIN to node_modules/.bin/codex"
 	if os.Getenv("CI") == "true" {
 		t.Fatal(msg + " (required on CI)")
 	}
 	t.Skip(msg)
 	return ""
+}
+
+const codexVersion = "0.169.0"
+
+var (
+	codexInstall    sync.Once
+	codexInstalled  string
+	codexInstallErr error
+)
+
+// installCodex puts the pinned Codex CLI from the npm registry into the user
+// cache (the same place .ci/run uses), so `go test ./...` on a fresh machine
+// runs the end-to-end test instead of skipping it.
+func installCodex() {
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			codexInstallErr = err
+			return
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	dir := filepath.Join(base, "caddy-llm-transform", "codex-"+codexVersion)
+	bin := filepath.Join(dir, "node_modules", ".bin", "codex")
+	if _, err := os.Stat(bin); err == nil {
+		codexInstalled = bin
+		return
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		codexInstallErr = fmt.Errorf("npm not found: %w", err)
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		codexInstallErr = err
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error", "@openai/codex@"+codexVersion).CombinedOutput()
+	if err != nil {
+		codexInstallErr = fmt.Errorf("npm install: %v: %s", err, out)
+		return
+	}
+	codexInstalled = bin
 }
 
 // codexEnv is the caller's environment without anything that could steer
