@@ -1,10 +1,710 @@
 package transforms
 
-// Chat Completions shapes of field_custom_tools_to_function.
+import (
+	"bytes"
+	"cmp"
+	"slices"
+	"strconv"
 
-func (p *requestPlan) chatDescriptor(el span, name string) []byte { return nil }
-func (p *requestPlan) walkMessages(start int) int                 { return skipValue(p.doc, start) }
-func (t *customTools) chatResponse(x *Exchange, body []byte) ([]byte, error) {
-	return body, nil
+	"github.com/llmtransform/caddy-llm-transform/patchfmt"
+	"github.com/llmtransform/caddy-llm-transform/streambuf"
+)
+
+// Chat Completions shapes of field_custom_tools_to_function. Chat nests the
+// tool under a key named after its type ({"type":"custom","custom":{…}}),
+// correlates calls by their id, and streams calls as indexed fragments of
+// delta.tool_calls. The request record and the argument decoding are the
+// ones the Responses side uses.
+
+// chatDescriptor rewrites {"type":"custom","custom":{name,description,format}}
+// into {"type":"function","function":{name,description,parameters,strict}}.
+func (p *requestPlan) chatDescriptor(el span, name string) []byte {
+	doc := p.doc
+	w := newObj(nil)
+	eachMember(doc, el.start, func(m member) bool {
+		switch {
+		case m.keyIs(doc, "type"):
+			w.key("type")
+			w.b = append(w.b, `"function"`...)
+		case m.keyIs(doc, "custom") && doc[m.value.start] == '{':
+			w.key("function")
+			w.b = p.chatFunction(w.b, m.value, name)
+		case m.keyIs(doc, "function"):
+			// a stray function object would clash with the one we write
+		default:
+			w.raw(doc, m)
+		}
+		return true
+	})
+	return w.close()
 }
-func (t *customTools) newChatStream(x *Exchange, r *customRecord) StreamTransform { return nil }
+
+func (p *requestPlan) chatFunction(dst []byte, obj span, name string) []byte {
+	doc := p.doc
+	patch := name == "apply_patch"
+	w := newObj(dst)
+	hasDesc := false
+	eachMember(doc, obj.start, func(m member) bool {
+		switch {
+		case m.keyIs(doc, "format"), m.keyIs(doc, "parameters"), m.keyIs(doc, "strict"):
+		case m.keyIs(doc, "description") && patch:
+			hasDesc = true
+			w.key("description")
+			w.b = appendPatchDescription(w.b, doc, m.value)
+		default:
+			w.raw(doc, m)
+		}
+		return true
+	})
+	if patch && !hasDesc {
+		w.key("description")
+		w.b = appendJSONString(w.b, patchUsage)
+	}
+	w.key("parameters")
+	w.b = appendSchema(w.b, patch)
+	w.key("strict")
+	w.b = append(w.b, "false"...)
+	return w.close()
+}
+
+var (
+	messageFields  = []string{"role", "tool_calls"}
+	toolCallFields = []string{"type", "id", "custom", "function"}
+)
+
+// walkMessages visits Chat history: custom entries of assistant tool_calls
+// become function calls with their input wrapped once. The id is kept,
+// since Chat correlates tool results through it; tool messages need no
+// change.
+func (p *requestPlan) walkMessages(start int) int {
+	doc := p.doc
+	if start >= len(doc) || doc[start] != '[' {
+		return skipValue(doc, start)
+	}
+	var f [2]span
+	i := -1
+	return eachObject(doc, start, messageFields, f[:], func(_ span, f []span) bool {
+		i++
+		if f[1].start < 0 || doc[f[1].start] != '[' {
+			return true
+		}
+		var g [4]span
+		j := -1
+		return eachObject(doc, f[1].start, toolCallFields, g[:], func(el span, g []span) bool {
+			j++
+			where := "messages[" + strconv.Itoa(i) + "].tool_calls[" + strconv.Itoa(j) + "]"
+			switch {
+			case isString(doc, g[0], "function") && g[3].start >= 0 && doc[g[3].start] == '{':
+				name, _ := stringValue(doc, lookup(doc, g[3].start, "name"))
+				id := ident{"", name}
+				p.rec.addKnown(id)
+				if _, seen := p.native[id]; !seen {
+					p.native[id] = where
+				}
+			case isString(doc, g[0], "custom") && g[2].start >= 0 && doc[g[2].start] == '{':
+				name, _ := stringValue(doc, lookup(doc, g[2].start, "name"))
+				id := ident{"", name}
+				p.rec.addKnown(id)
+				if !p.t.selects(name) {
+					return true
+				}
+				p.pick(id, where)
+				if callID, ok := stringValue(doc, g[1]); ok {
+					p.rec.calls[callID] = id
+				}
+				p.edits = append(p.edits, edit{el.start, el.end, p.chatHistoryCall(el)})
+			}
+			return true
+		}) >= 0
+	})
+}
+
+func (p *requestPlan) chatHistoryCall(el span) []byte {
+	doc := p.doc
+	w := newObj(make([]byte, 0, el.end-el.start+64))
+	eachMember(doc, el.start, func(m member) bool {
+		switch {
+		case m.keyIs(doc, "type"):
+			w.key("type")
+			w.b = append(w.b, `"function"`...)
+		case m.keyIs(doc, "custom") && doc[m.value.start] == '{':
+			w.key("function")
+			fw := newObj(w.b)
+			sawInput := false
+			eachMember(doc, m.value.start, func(c member) bool {
+				if c.keyIs(doc, "input") {
+					sawInput = true
+					fw.key("arguments")
+					fw.b = appendQuotedJSON(fw.b, []byte(`{"input":`), doc[c.value.start:c.value.end], []byte("}"))
+					return true
+				}
+				fw.raw(doc, c)
+				return true
+			})
+			if !sawInput {
+				fw.key("arguments")
+				fw.b = append(fw.b, `"{\"input\":\"\"}"`...)
+			}
+			w.b = fw.close()
+		default:
+			w.raw(doc, m)
+		}
+		return true
+	})
+	return w.close()
+}
+
+// chatResponse restores converted calls in choices[].message.tool_calls[].
+func (t *customTools) chatResponse(x *Exchange, body []byte) ([]byte, error) {
+	r := record(x)
+	if !r.active() || !validDocument(body) {
+		return body, nil
+	}
+	var edits []edit
+	choices := lookup(body, skipSpace(body, 0), "choices")
+	if choices.start < 0 || body[choices.start] != '[' {
+		return body, nil
+	}
+	eachElement(body, choices.start, func(ch span) bool {
+		msg := lookup(body, ch.start, "message")
+		if msg.start < 0 || body[msg.start] != '{' {
+			return true
+		}
+		calls := lookup(body, msg.start, "tool_calls")
+		if calls.start < 0 || body[calls.start] != '[' {
+			return true
+		}
+		eachElement(body, calls.start, func(el span) bool {
+			if body[el.start] != '{' || !isString(body, lookup(body, el.start, "type"), "function") {
+				return true
+			}
+			fn := lookup(body, el.start, "function")
+			if fn.start < 0 || body[fn.start] != '{' {
+				return true
+			}
+			var f [2]span
+			objectFields(body, fn.start, []string{"name", "arguments"}, f[:])
+			name, _ := stringValue(body, f[0])
+			id, ok := t.resolve(r, "", name)
+			if !ok {
+				return true
+			}
+			var args []byte
+			if f[1].start >= 0 && body[f[1].start] == '"' {
+				args = unescapeJSON(nil, body[f[1].start+1:f[1].end-1])
+			}
+			edits = append(edits, edit{el.start, el.end, chatCustomEntry(nil, body, el, id.name, finalInput(id, args))})
+			x.Restored++
+			x.Decide(id.String(), "restore_call", "chat function call of a converted custom tool")
+			return true
+		})
+		return true
+	})
+	return x.applyEdits(body, edits), nil
+}
+
+// chatCustomEntry rewrites a function tool_calls entry as a custom one,
+// keeping the entry's other members (id, index, extensions).
+func chatCustomEntry(dst, doc []byte, el span, name string, input []byte) []byte {
+	w := newObj(dst)
+	eachMember(doc, el.start, func(m member) bool {
+		switch {
+		case m.keyIs(doc, "type"):
+			w.key("type")
+			w.b = append(w.b, `"custom"`...)
+		case m.keyIs(doc, "function"):
+			w.key("custom")
+			w.b = append(w.b, `{"name":`...)
+			w.b = appendJSONString(w.b, name)
+			w.b = append(w.b, `,"input":`...)
+			w.b = streambuf.AppendJSONString(w.b, input)
+			w.b = append(w.b, '}')
+		default:
+			w.raw(doc, m)
+		}
+		return true
+	})
+	return w.close()
+}
+
+// --- Chat SSE ---------------------------------------------------------------
+
+// chatStream restores converted calls in a Chat Completions stream. Calls
+// are keyed by choice index and tool_calls index. The first fragment of a
+// converted call goes out as {"index","id","type":"custom","custom":{"name",
+// "input":""}}; later fragments as {"index","custom":{"input":<decoded>}},
+// as soon as the argument JSON reveals the input.
+type chatStream struct {
+	t          *customTools
+	x          *Exchange
+	rec        *customRecord
+	couldMatch bool // an unnamed first fragment might be one of ours
+	calls      map[chatKey]*chatCall
+	pending    map[chatKey]*chatPending
+	order      []chatKey        // open calls in arrival order, for deterministic output
+	meta       []byte           // id/created/model of the last chunk, for synthesized chunks
+	dropped    map[chatKey]bool // calls abandoned mid-way; their fragments are swallowed
+	buf        []byte
+}
+
+type chatKey struct{ choice, index int64 }
+
+type chatCall struct {
+	id      ident
+	dec     streambuf.ArgsDecoder
+	norm    *patchfmt.Normalizer
+	emitted []byte
+}
+
+// chatPending is a first fragment that arrived without a name.
+type chatPending struct {
+	id   []byte // raw id value
+	args []byte
+}
+
+func (t *customTools) newChatStream(x *Exchange, r *customRecord) StreamTransform {
+	s := &chatStream{t: t, x: x, rec: r, calls: map[chatKey]*chatCall{}, pending: map[chatKey]*chatPending{}}
+	for id := range r.converted {
+		if t.selects(id.name) {
+			s.couldMatch = true
+		}
+	}
+	return s
+}
+
+var doneData = []byte("[DONE]")
+
+func (s *chatStream) Event(ev *Event, emit Emit) error {
+	d := bytes.TrimSpace(ev.Data)
+	if bytes.Equal(d, doneData) {
+		if err := s.flushAll(emit); err != nil {
+			return err
+		}
+		return emit(ev)
+	}
+	if len(d) == 0 || d[0] != '{' {
+		return emit(ev)
+	}
+	if lookup(d, 0, "error").start >= 0 {
+		s.abandon("upstream error object")
+		return emit(ev)
+	}
+	if len(s.calls) == 0 && len(s.pending) == 0 && len(s.dropped) == 0 && !bytes.Contains(d, []byte(`"tool_calls"`)) {
+		return emit(ev)
+	}
+	return s.chunk(ev, d, emit)
+}
+
+func (s *chatStream) End(emit Emit) error {
+	if len(s.calls) > 0 || len(s.pending) > 0 {
+		s.abandon("stream ended before the calls completed")
+	}
+	return nil
+}
+
+func (s *chatStream) abandon(reason string) {
+	if s.dropped == nil {
+		s.dropped = map[chatKey]bool{}
+	}
+	for k, c := range s.calls {
+		s.x.Decide(c.id.String(), "drop_partial_call", reason)
+		delete(s.calls, k)
+		s.dropped[k] = true
+	}
+	for k := range s.pending {
+		delete(s.pending, k)
+		s.dropped[k] = true
+	}
+	s.order = s.order[:0]
+}
+
+func parseIndex(doc []byte, sp span) (int64, bool) {
+	if sp.start < 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(doc[sp.start:sp.end]), 10, 64)
+	return n, err == nil
+}
+
+// chunk rewrites one chunk. Each choice's delta is rebuilt only when one of
+// its tool_calls entries belongs to a converted or held call, or when the
+// choice finishes with converted calls open.
+func (s *chatStream) chunk(ev *Event, d []byte, emit Emit) error {
+	var top [4]span
+	objectFields(d, 0, []string{"choices", "id", "created", "model"}, top[:])
+	s.rememberMeta(d, top[1:])
+	if top[0].start < 0 || d[top[0].start] != '[' {
+		return emit(ev)
+	}
+	var edits []edit
+	var err error
+	empty := true // every rebuilt delta came out empty and nothing finished
+	touched := false
+	eachElement(d, top[0].start, func(ch span) bool {
+		var f [3]span
+		objectFields(d, ch.start, []string{"index", "delta", "finish_reason"}, f[:])
+		choice, _ := parseIndex(d, f[0])
+		finish := f[2].start >= 0 && !isNull(d, f[2])
+		var delta []byte
+		var changed bool
+		if f[1].start >= 0 && d[f[1].start] == '{' {
+			delta, changed, err = s.delta(d, f[1], choice, finish, isString(d, f[2], "length"))
+		} else if finish {
+			delta, changed, err = s.finishOnly(choice, isString(d, f[2], "length"))
+		}
+		if err != nil {
+			return false
+		}
+		if !changed {
+			empty = false
+			return true
+		}
+		touched = true
+		if finish || !bytes.Equal(delta, []byte("{}")) {
+			empty = false
+		}
+		if f[1].start >= 0 {
+			edits = append(edits, edit{f[1].start, f[1].end, delta})
+		} else {
+			// no delta member: add one as the choice's first member
+			edits = append(edits, edit{ch.start + 1, ch.start + 1, delta})
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if !touched {
+		return emit(ev)
+	}
+	usage := lookup(d, 0, "usage")
+	if empty && (usage.start < 0 || isNull(d, usage)) {
+		return nil // the chunk only carried fragments we hold back
+	}
+	return emit(&Event{Name: ev.Name, Data: applyEdits(d, edits)})
+}
+
+func isNull(doc []byte, sp span) bool {
+	return sp.end-sp.start == 4 && string(doc[sp.start:sp.end]) == "null"
+}
+
+func (s *chatStream) rememberMeta(d []byte, f []span) {
+	w := s.meta[:0]
+	for k, name := range []string{"id", "created", "model"} {
+		if f[k].start < 0 {
+			continue
+		}
+		w = append(w, ',', '"')
+		w = append(w, name...)
+		w = append(w, '"', ':')
+		w = append(w, d[f[k].start:f[k].end]...)
+	}
+	s.meta = w
+}
+
+// delta rebuilds a choice's delta object. finish says the choice ends in
+// this chunk: converted calls of the choice are then completed, unless the
+// upstream stopped for length, which leaves a call cut short.
+func (s *chatStream) delta(d []byte, ds span, choice int64, finish, length bool) ([]byte, bool, error) {
+	tc := lookup(d, ds.start, "tool_calls")
+	var entries [][]byte
+	changed := false
+	if tc.start >= 0 && d[tc.start] == '[' {
+		var err error
+		eachElement(d, tc.start, func(el span) bool {
+			var out []byte
+			var mine bool
+			out, mine, err = s.entry(d, el, choice)
+			if err != nil {
+				return false
+			}
+			if mine {
+				changed = true
+				if out != nil {
+					entries = append(entries, out)
+				}
+			} else {
+				entries = append(entries, d[el.start:el.end])
+			}
+			return true
+		})
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	if finish {
+		rest, any := s.finishChoice(choice, length)
+		if any {
+			changed = true
+			entries = append(entries, rest...)
+		}
+	}
+	if !changed {
+		return nil, false, nil
+	}
+	w := newObj(nil)
+	eachMember(d, ds.start, func(m member) bool {
+		if m.keyIs(d, "tool_calls") {
+			return true
+		}
+		w.raw(d, m)
+		return true
+	})
+	if len(entries) > 0 {
+		w.key("tool_calls")
+		w.b = append(w.b, '[')
+		for i, e := range entries {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.b = append(w.b, e...)
+		}
+		w.b = append(w.b, ']')
+	}
+	return w.close(), true, nil
+}
+
+// finishOnly handles a finishing choice whose chunk has no delta member.
+func (s *chatStream) finishOnly(choice int64, length bool) ([]byte, bool, error) {
+	rest, any := s.finishChoice(choice, length)
+	if !any {
+		return nil, false, nil
+	}
+	b := []byte(`"delta":{"tool_calls":[`)
+	for i, e := range rest {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, e...)
+	}
+	return append(b, "]},"...), true, nil
+}
+
+// entry handles one tool_calls fragment. mine reports that the fragment
+// belongs to a converted or held call; out is then its replacement (nil:
+// drop it for now).
+func (s *chatStream) entry(d []byte, el span, choice int64) (out []byte, mine bool, err error) {
+	if d[el.start] != '{' {
+		return nil, false, nil
+	}
+	var f [4]span
+	objectFields(d, el.start, []string{"index", "id", "function", "type"}, f[:])
+	idx, ok := parseIndex(d, f[0])
+	if !ok {
+		return nil, false, nil
+	}
+	key := chatKey{choice, idx}
+	if s.dropped[key] {
+		return nil, true, nil
+	}
+	var name string
+	var frag []byte
+	if f[2].start >= 0 && d[f[2].start] == '{' {
+		var g [2]span
+		objectFields(d, f[2].start, []string{"name", "arguments"}, g[:])
+		name, _ = stringValue(d, g[0])
+		if g[1].start >= 0 && d[g[1].start] == '"' {
+			s.buf = unescapeJSON(s.buf[:0], d[g[1].start+1:g[1].end-1])
+			frag = s.buf
+		}
+	}
+	if c := s.calls[key]; c != nil {
+		return s.fragment(key, c, frag, nil, "")
+	}
+	if p := s.pending[key]; p != nil {
+		p.args = append(p.args, frag...)
+		if name == "" {
+			return nil, true, nil
+		}
+		delete(s.pending, key)
+		return s.open(key, name, p.id, p.args, p)
+	}
+	if name == "" {
+		if f[2].start < 0 && !isString(d, f[3], "function") {
+			return nil, false, nil // not a function fragment at all
+		}
+		if !s.couldMatch || f[1].start < 0 {
+			return nil, false, nil
+		}
+		// A first fragment without a name: hold it until the name shows
+		// which tool it is.
+		p := &chatPending{id: bytes.Clone(d[f[1].start:f[1].end]), args: bytes.Clone(frag)}
+		s.pending[key] = p
+		return nil, true, nil
+	}
+	var rawID []byte
+	if f[1].start >= 0 {
+		rawID = d[f[1].start:f[1].end]
+	}
+	if _, conv := s.t.resolve(s.rec, "", name); !conv {
+		return nil, false, nil
+	}
+	return s.open(key, name, rawID, frag, nil)
+}
+
+// open starts a converted call, or replays a held fragment as it was when
+// the name shows the call is not ours.
+func (s *chatStream) open(key chatKey, name string, rawID, args []byte, held *chatPending) ([]byte, bool, error) {
+	id, ok := s.t.resolve(s.rec, "", name)
+	if !ok {
+		// A native call after all: hand out what was held, merged into one
+		// ordinary fragment.
+		b := []byte(`{"index":`)
+		b = strconv.AppendInt(b, key.index, 10)
+		if len(rawID) > 0 {
+			b = append(b, `,"id":`...)
+			b = append(b, rawID...)
+		}
+		b = append(b, `,"type":"function","function":{"name":`...)
+		b = appendJSONString(b, name)
+		b = append(b, `,"arguments":`...)
+		b = streambuf.AppendJSONString(b, args)
+		return append(b, "}}"...), true, nil
+	}
+	c := &chatCall{id: id}
+	c.dec.Limit = s.x.Limits.MaxCallBuffer
+	if id.name == "apply_patch" {
+		c.norm = new(patchfmt.Normalizer)
+	}
+	s.calls[key] = c
+	s.order = append(s.order, key)
+	s.x.Decide(id.String(), "restore_call", "chat stream header of a converted custom tool")
+	return s.fragment(key, c, args, rawID, name)
+}
+
+// fragment decodes argument text; with a name it renders the call's first
+// entry, otherwise an input fragment (nil when nothing is decodable yet).
+func (s *chatStream) fragment(key chatKey, c *chatCall, frag, rawID []byte, name string) ([]byte, bool, error) {
+	var text []byte
+	if len(frag) > 0 {
+		var err error
+		text, err = c.dec.Write(frag)
+		if err != nil {
+			s.abandon("call arguments exceed max_call_buffer")
+			return nil, true, &StreamAbort{Code: "max_call_buffer_exceeded",
+				Message: "the arguments of tool call \"" + c.id.String() + "\" exceed the gateway's max_call_buffer of " + strconv.Itoa(s.x.Limits.MaxCallBuffer) + " bytes"}
+		}
+		if c.norm != nil && len(text) > 0 {
+			text = []byte(c.norm.Write(string(text)))
+		}
+		c.emitted = append(c.emitted, text...)
+	}
+	if name != "" {
+		b := []byte(`{"index":`)
+		b = strconv.AppendInt(b, key.index, 10)
+		if len(rawID) > 0 {
+			b = append(b, `,"id":`...)
+			b = append(b, rawID...)
+		}
+		b = append(b, `,"type":"custom","custom":{"name":`...)
+		b = appendJSONString(b, name)
+		b = append(b, `,"input":`...)
+		b = streambuf.AppendJSONString(b, text)
+		return append(b, "}}"...), true, nil
+	}
+	if len(text) == 0 {
+		return nil, true, nil
+	}
+	return inputFragment(key, text), true, nil
+}
+
+func inputFragment(key chatKey, text []byte) []byte {
+	b := []byte(`{"index":`)
+	b = strconv.AppendInt(b, key.index, 10)
+	b = append(b, `,"custom":{"input":`...)
+	b = streambuf.AppendJSONString(b, text)
+	return append(b, "}}"...)
+}
+
+// finishChoice completes the converted calls of a choice: the part of the
+// final input the client has not seen goes out as one more fragment. A
+// choice cut short by length keeps only what was already sent.
+func (s *chatStream) finishChoice(choice int64, length bool) ([][]byte, bool) {
+	var out [][]byte
+	any := false
+	keep := s.order[:0]
+	for _, key := range s.order {
+		c := s.calls[key]
+		if key.choice != choice || c == nil {
+			if c != nil {
+				keep = append(keep, key)
+			}
+			continue
+		}
+		any = true
+		delete(s.calls, key)
+		s.x.Restored++
+		if length {
+			s.x.Decide(c.id.String(), "drop_partial_call", "finish_reason length cut the call short")
+			continue
+		}
+		final := finalInput(c.id, c.dec.Raw())
+		if rest, ok := bytes.CutPrefix(final, c.emitted); ok && len(rest) > 0 {
+			out = append(out, inputFragment(key, rest))
+		} else if !ok {
+			s.x.Decide(c.id.String(), "input_mismatch", "final arguments differ from the streamed ones")
+		}
+	}
+	s.order = keep
+	// Held fragments that never got a name are handed out as they came,
+	// merged, in index order: they were never shown to be ours.
+	var held []chatKey
+	for key := range s.pending {
+		if key.choice == choice {
+			held = append(held, key)
+		}
+	}
+	slices.SortFunc(held, func(a, b chatKey) int { return cmp.Compare(a.index, b.index) })
+	for _, key := range held {
+		p := s.pending[key]
+		delete(s.pending, key)
+		b := []byte(`{"index":`)
+		b = strconv.AppendInt(b, key.index, 10)
+		b = append(b, `,"id":`...)
+		b = append(b, p.id...)
+		b = append(b, `,"type":"function","function":{"arguments":`...)
+		b = streambuf.AppendJSONString(b, p.args)
+		out = append(out, append(b, "}}"...))
+		any = true
+	}
+	return out, any
+}
+
+// flushAll completes whatever is still open when [DONE] arrives without a
+// finish_reason, in a chunk of its own.
+func (s *chatStream) flushAll(emit Emit) error {
+	if len(s.calls) == 0 && len(s.pending) == 0 {
+		return nil
+	}
+	var choices []int64
+	for _, k := range s.order {
+		choices = append(choices, k.choice)
+	}
+	for k := range s.pending {
+		choices = append(choices, k.choice)
+	}
+	slices.Sort(choices)
+	choices = slices.Compact(choices)
+	for _, choice := range choices {
+		rest, any := s.finishChoice(choice, false)
+		if !any || len(rest) == 0 {
+			continue
+		}
+		b := []byte(`{"object":"chat.completion.chunk"`)
+		b = append(b, s.meta...)
+		b = append(b, `,"choices":[{"index":`...)
+		b = strconv.AppendInt(b, choice, 10)
+		b = append(b, `,"delta":{"tool_calls":[`...)
+		for i, e := range rest {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, e...)
+		}
+		b = append(b, `]},"finish_reason":null}]}`...)
+		if err := emit(&Event{Data: b}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

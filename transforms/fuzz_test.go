@@ -2,6 +2,10 @@ package transforms
 
 import (
 	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -10,14 +14,42 @@ import (
 // FuzzSSE feeds arbitrary bytes as an upstream stream while a converted call
 // is on record. The pipeline must not panic, must give the same bytes at
 // every chunk size, and must keep sequence numbers consecutive.
+type sseSeed struct {
+	stream string
+	chat   bool
+}
+
+func sseSeeds() []sseSeed {
+	var seeds []sseSeed
+	add := func(stream string, chat bool) { seeds = append(seeds, sseSeed{stream, chat}) }
+	add(sse(fnCallStream(0, 0, "fc_1", "c1", "apply_patch", `{"input":"*** Begin Patch\n*** Add File: a\nx\n*** End Patch"}`, 3, true)...), false)
+	add("data: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"name\":\"apply_patch\",\"id\":\"i\"}}\r\n\r\ndata: {\"type\":\"response.function_call_arguments.delta\",\"item_id\":\"i\",\"delta\":\"{\\\"input\\\":\\\"\\\\u00\"}\r\r", false)
+	add("event: error\ndata: {\"type\":\"error\"}\n\n: ping\n\ndata: [DONE]\n\n", false)
+	// Chat Completions streams.
+	add(chatSSE(
+		chunkHead+`{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"apply_patch","arguments":"{\"input\":\"*** Begin"}}]},"finish_reason":null}]}`,
+		chunkHead+`{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":" Patch\\n\"}"}}]},"finish_reason":"tool_calls"}]}`,
+	), true)
+	add(chatSSE(
+		chunkHead+`{"index":0,"delta":{"tool_calls":[{"index":1,"id":"b","type":"function","function":{"arguments":"{\"in"}}]},"finish_reason":null},{"index":1,"delta":{"content":"x"},"finish_reason":"length"}]}`,
+		`{"error":{"message":"x"}}`,
+	), true)
+	return seeds
+}
+
 func FuzzSSE(f *testing.F) {
-	f.Add(sse(fnCallStream(0, 0, "fc_1", "c1", "apply_patch", `{"input":"*** Begin Patch\n*** Add File: a\nx\n*** End Patch"}`, 3, true)...))
-	f.Add("data: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"name\":\"apply_patch\",\"id\":\"i\"}}\r\n\r\ndata: {\"type\":\"response.function_call_arguments.delta\",\"item_id\":\"i\",\"delta\":\"{\\\"input\\\":\\\"\\\\u00\"}\r\r")
-	f.Add("event: error\ndata: {\"type\":\"error\"}\n\n: ping\n\ndata: [DONE]\n\n")
-	f.Fuzz(func(t *testing.T, stream string) {
+	for _, sd := range sseSeeds() {
+		f.Add(sd.stream, sd.chat)
+	}
+	f.Fuzz(func(t *testing.T, stream string, chat bool) {
 		var first string
 		for i, n := range chunkSizes {
-			x := exchangeAfter(t, `[{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}]`, patchRequest)
+			var x *Exchange
+			if chat {
+				x = chatExchange(t, wildcard, chatRequest)
+			} else {
+				x = exchangeAfter(t, wildcard, patchRequest)
+			}
 			got := replay(t, x, stream, n)
 			if i == 0 {
 				first = got
@@ -32,13 +64,17 @@ func FuzzSSE(f *testing.F) {
 // call, split into small deltas, and checks that the stream and the JSON
 // path agree on the final input, and that progressive deltas add up to it
 // whenever the arguments are an object with a string input.
-func FuzzCustomArgs(f *testing.F) {
-	for _, s := range []string{
+func customArgsSeeds() []string {
+	return []string{
 		`{"input":"*** Begin Patch ***\n*** Add File: x\nhello\n*** End Patch ***"}`,
 		`{"patch":"*** Begin Patch\n*** Delete File: a\n*** End Patch\n"}`,
 		`"just a string"`, `{}`, `{"input":5}`, `not json`, `{"input":"\ud83e\udd80 \u00e9 \" \\"}`,
 		`{"input":"*** Begin Patch\r\n*** Update File: a\r\n@@\r\n-a\r\n+a\r\n*** End Patch"}`,
-	} {
+	}
+}
+
+func FuzzCustomArgs(f *testing.F) {
+	for _, s := range customArgsSeeds() {
 		f.Add(s, uint8(3))
 	}
 	f.Fuzz(func(t *testing.T, args string, split uint8) {
@@ -89,4 +125,33 @@ func FuzzCustomArgs(f *testing.F) {
 			t.Fatalf("JSON path: %s (err %v)", res, err)
 		}
 	})
+}
+
+var updateSeeds = flag.Bool("update-seeds", false, "write the fuzz seed corpora to testdata/fuzz")
+
+// TestSeedCorpus keeps testdata/fuzz in step with the seeds above; run with
+// -update-seeds after changing them.
+func TestSeedCorpus(t *testing.T) {
+	files := map[string]string{}
+	for i, sd := range sseSeeds() {
+		files[fmt.Sprintf("testdata/fuzz/FuzzSSE/seed-%02d", i)] = fmt.Sprintf("go test fuzz v1\nstring(%q)\nbool(%v)\n", sd.stream, sd.chat)
+	}
+	for i, a := range customArgsSeeds() {
+		files[fmt.Sprintf("testdata/fuzz/FuzzCustomArgs/seed-%02d", i)] = fmt.Sprintf("go test fuzz v1\nstring(%q)\nbyte('\\x03')\n", a)
+	}
+	for name, want := range files {
+		if *updateSeeds {
+			if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(name, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(name)
+		if err != nil || string(got) != want {
+			t.Errorf("%s is stale; run go test -run TestSeedCorpus -update-seeds", name)
+		}
+	}
 }

@@ -79,6 +79,13 @@ func (s *Stream) Close() error {
 	if s.stopped {
 		return nil
 	}
+	// An upstream may close right after its last data line (a Chat
+	// "data: [DONE]" without the blank line): that event still counts.
+	if err := s.parser.Finish(s.handle); err != nil {
+		if ab := s.fail(err); ab != nil {
+			return ab
+		}
+	}
 	for i, st := range s.stages {
 		if err := st.End(s.emits[i]); err != nil {
 			return s.fail(err)
