@@ -9,6 +9,7 @@ package transforms
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -118,6 +119,10 @@ const (
 	OptionBool
 	// OptionInt takes one integer.
 	OptionInt
+	// OptionJSON takes one argument holding a JSON value; an argument that
+	// is not valid JSON is taken as a string, so `value high` means "high"
+	// and `value 3` means 3.
+	OptionJSON
 )
 
 // Definition describes a transform to the registry.
@@ -345,7 +350,12 @@ func Compile(cfgs []RuleConfig, scope Scope, prefix string) ([]*Rule, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", name, err)
 		}
-		rules = append(rules, &Rule{name: name, def: def, phase: ph, scope: scope, models: c.Models, t: t})
+		r := &Rule{name: name, def: def, phase: ph, scope: scope, models: c.Models}
+		// Stream stages are built from r.t by the stream pipeline; wrapping
+		// here lets the engine see which rules changed a stream without the
+		// pipeline or any transform having to report it.
+		r.t = trackedTransform{Transform: t, r: r}
+		rules = append(rules, r)
 	}
 	return rules, nil
 }
@@ -386,10 +396,18 @@ type Exchange struct {
 	// Logger receives debug decision logs; nil disables them.
 	Logger *zap.Logger
 
-	rules   []*Rule
-	records map[any]any
-	applied []*Rule
-	pooled  []*[]byte
+	// Explain makes Decide keep the decisions for Decisions, so they can be
+	// reported back to the client.
+	Explain bool
+
+	rules     []*Rule
+	records   map[any]any
+	applied   []*Rule
+	apps      []Application
+	decisions []Decision
+	pooled    []*[]byte
+	streamErr string
+	callBufs  []int
 
 	// Invalid is set when a rule found the request body not to be valid
 	// JSON; such a body is forwarded exactly as received.
@@ -424,9 +442,35 @@ func (x *Exchange) Record(key any, mk func() any) any {
 // Applied lists the rules that ran on this request, in order.
 func (x *Exchange) Applied() []*Rule { return x.applied }
 
+// Application is one rule having changed one phase of a request.
+type Application struct {
+	Rule  *Rule
+	Phase Phase
+}
+
+// Applications lists, in the order they happened, the phases in which each
+// rule changed something: at most one entry per rule and phase.
+func (x *Exchange) Applications() []Application { return x.apps }
+
+// Decision is one logged rule decision.
+type Decision struct {
+	Tool, Action, Reason string
+}
+
+// maxDecisions bounds what an explained request keeps: a request with
+// thousands of history calls must not grow an unbounded list.
+const maxDecisions = 64
+
+// Decisions returns the decisions kept for an explained request (at most
+// 64), in order; it is empty unless Explain is set.
+func (x *Exchange) Decisions() []Decision { return x.decisions }
+
 // Decide logs one rule decision at debug level. Names of tools are fine to
 // log; bodies and keys are not.
 func (x *Exchange) Decide(tool, action, reason string) {
+	if x.Explain && len(x.decisions) < maxDecisions {
+		x.decisions = append(x.decisions, Decision{Tool: tool, Action: action, Reason: reason})
+	}
 	if x.Logger == nil {
 		return
 	}
@@ -435,7 +479,26 @@ func (x *Exchange) Decide(tool, action, reason string) {
 	}
 }
 
-func (x *Exchange) markApplied(r *Rule) {
+// CallBuffered records that n argument bytes were held for one tool call,
+// for the buffered-bytes histogram.
+func (x *Exchange) CallBuffered(n int) { x.callBufs = append(x.callBufs, n) }
+
+// CallBuffers returns what CallBuffered recorded, one entry per call.
+func (x *Exchange) CallBuffers() []int { return x.callBufs }
+
+// StreamError is the code of the error a stream rule ended the stream
+// with ("" if none did), e.g. max_call_buffer_exceeded.
+func (x *Exchange) StreamError() string { return x.streamErr }
+
+// markApplied counts r as having changed phase p of this request. Hits
+// count requests, so a rule acting on both phases is one hit.
+func (x *Exchange) markApplied(r *Rule, p Phase) {
+	for _, a := range x.apps {
+		if a.Rule == r && a.Phase == p {
+			return
+		}
+	}
+	x.apps = append(x.apps, Application{Rule: r, Phase: p})
 	for _, a := range x.applied {
 		if a == r {
 			return
@@ -532,7 +595,7 @@ func (x *Exchange) RewriteRequest(body []byte) ([]byte, error) {
 			return orig, nil
 		}
 		if !sameSlice(out, body) {
-			x.markApplied(r)
+			x.markApplied(r, PhaseRequest)
 		}
 		body = out
 	}
@@ -560,7 +623,7 @@ func (x *Exchange) RewriteResponse(body []byte) ([]byte, error) {
 			return nil, err
 		}
 		if !sameSlice(out, body) {
-			x.markApplied(r)
+			x.markApplied(r, PhaseResponse)
 		}
 		body = out
 	}
@@ -569,4 +632,84 @@ func (x *Exchange) RewriteResponse(body []byte) ([]byte, error) {
 
 func sameSlice(a, b []byte) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// trackedTransform is a rule's transform as the engine hands it out: it
+// wraps each stream stage so the engine learns which rules changed a stream
+// and how a stage ended one.
+type trackedTransform struct {
+	Transform
+	r *Rule
+}
+
+func (t trackedTransform) NewStream(x *Exchange) StreamTransform {
+	st := t.Transform.NewStream(x)
+	if st == nil {
+		return nil
+	}
+	ts := &trackedStream{inner: st, r: t.r, x: x}
+	ts.wrapped = ts.forward
+	return ts
+}
+
+// trackedStream watches one stage. A stage applied to the stream when it
+// emitted something other than the event it was given, unchanged, or
+// dropped that event. Once that is known the stage runs unwatched, so a
+// long stream pays for the checks only until the rule's first change.
+type trackedStream struct {
+	inner   StreamTransform
+	r       *Rule
+	x       *Exchange
+	emit    Emit
+	wrapped Emit
+
+	cur      *Event
+	curName  []byte
+	curData  []byte
+	emitted  int
+	detected bool
+}
+
+func (t *trackedStream) forward(ev *Event) error {
+	t.emitted++
+	if !t.detected && (ev != t.cur || !sameSlice(ev.Data, t.curData) || !sameSlice(ev.Name, t.curName)) {
+		t.detected = true
+		t.x.markApplied(t.r, PhaseResponse)
+	}
+	return t.emit(ev)
+}
+
+func (t *trackedStream) Event(ev *Event, emit Emit) error {
+	if t.detected {
+		return t.failed(t.inner.Event(ev, emit))
+	}
+	t.emit = emit
+	t.cur, t.curName, t.curData, t.emitted = ev, ev.Name, ev.Data, 0
+	err := t.inner.Event(ev, t.wrapped)
+	if err == nil && t.emitted == 0 && !t.detected {
+		t.detected = true
+		t.x.markApplied(t.r, PhaseResponse)
+	}
+	t.cur = nil
+	return t.failed(err)
+}
+
+func (t *trackedStream) End(emit Emit) error {
+	if t.detected {
+		return t.failed(t.inner.End(emit))
+	}
+	t.emit = emit
+	t.cur = nil // anything emitted at the end is the stage's own
+	return t.failed(t.inner.End(t.wrapped))
+}
+
+func (t *trackedStream) failed(err error) error {
+	if err != nil && t.x.streamErr == "" {
+		t.x.streamErr = "stream_transform_failed"
+		var ab *StreamAbort
+		if errors.As(err, &ab) {
+			t.x.streamErr = ab.Code
+		}
+	}
+	return err
 }

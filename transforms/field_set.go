@@ -1,0 +1,164 @@
+package transforms
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// field_set writes one field of the request body: a model's default
+// reasoning effort, a metadata tag for a team's key, a service tier. The
+// path names object members from the top level down ("reasoning.effort");
+// missing objects on the way are created, and a value on the way that is
+// not an object is replaced by one. Everything else in the body keeps its
+// bytes, and a body that already holds the value is forwarded as it came.
+
+const fieldSetID = "field_set"
+
+func init() {
+	Register(Definition{
+		ID:     fieldSetID,
+		Phases: PhaseRequest,
+		// Operators set fields for an upstream (provider), for everyone
+		// (global) and per team (api_key) alike.
+		Scopes: AllScopes,
+		Options: map[string]OptionKind{
+			"path":  OptionString,
+			"value": OptionJSON,
+		},
+		New: newFieldSet,
+	})
+}
+
+type fieldSetConfig struct {
+	// Path is the dot-separated member path, e.g. "reasoning.effort".
+	Path string `json:"path"`
+	// Value is the JSON value to write.
+	Value json.RawMessage `json:"value"`
+}
+
+type fieldSet struct {
+	path []string
+	// keys[i] is path[i] as a JSON string literal, compared with the key
+	// literals of the body as written.
+	keys [][]byte
+	// members[i] is the member `"path[i]":<object holding the rest>`,
+	// inserted when path[i] is missing; objects[i] is the object holding
+	// path[i:], written over a non-object found at path[i-1].
+	members [][]byte
+	objects [][]byte
+	value   []byte
+	name    string
+}
+
+func newFieldSet(raw json.RawMessage) (Transform, error) {
+	var cfg fieldSetConfig
+	if err := DecodeConfig(raw, &cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Path == "" {
+		return nil, fmt.Errorf("path: required")
+	}
+	if len(cfg.Value) == 0 {
+		return nil, fmt.Errorf("value: required")
+	}
+	var v bytes.Buffer
+	if err := json.Compact(&v, cfg.Value); err != nil {
+		return nil, fmt.Errorf("value: %v", err)
+	}
+	t := &fieldSet{path: strings.Split(cfg.Path, "."), value: v.Bytes(), name: cfg.Path}
+	n := len(t.path)
+	t.keys = make([][]byte, n)
+	t.members = make([][]byte, n)
+	t.objects = make([][]byte, n+1)
+	t.objects[n] = t.value
+	for i := n - 1; i >= 0; i-- {
+		if t.path[i] == "" {
+			return nil, fmt.Errorf("path %q: empty member name", cfg.Path)
+		}
+		t.keys[i] = appendJSONString(nil, t.path[i])
+		m := append(append(bytes.Clone(t.keys[i]), ':'), t.objects[i+1]...)
+		t.members[i] = m
+		t.objects[i] = append(append([]byte{'{'}, m...), '}')
+	}
+	return t, nil
+}
+
+func (t *fieldSet) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		// Valid JSON that is not an object has no fields to set; anything
+		// else is not JSON and goes upstream untouched.
+		if !validDocument(body) {
+			x.Invalid = true
+		}
+		return body, nil
+	}
+	var edits []edit
+	end := t.set(body, i, 0, &edits)
+	if end < 0 || skipSpace(body, end) != len(body) {
+		x.Invalid = true
+		return body, nil
+	}
+	if len(edits) == 0 {
+		return body, nil
+	}
+	x.Decide(t.name, "set_field", "field_set rule")
+	return x.applyEdits(body, edits), nil
+}
+
+// set plans the edits that write path[depth:] into the object at
+// doc[start], validating the object on the way, and returns the index just
+// past it (-1 when malformed). Every member named path[depth] is written,
+// so a body with a duplicated key cannot smuggle an old value past us.
+func (t *fieldSet) set(doc []byte, start, depth int, edits *[]edit) int {
+	last := depth == len(t.path)-1
+	key := t.keys[depth]
+	found := false
+	tail := -1 // end of the last member's value: where a new member goes
+	end := walkMembers(doc, start, func(k span, v int) int {
+		var e int
+		if !bytes.Equal(doc[k.start:k.end], key) {
+			e = skipValue(doc, v)
+		} else {
+			found = true
+			switch {
+			case last:
+				if e = skipValue(doc, v); e >= 0 && !bytes.Equal(doc[v:e], t.value) {
+					*edits = append(*edits, edit{start: v, end: e, repl: t.value})
+				}
+			case v < len(doc) && doc[v] == '{':
+				e = t.set(doc, v, depth+1, edits)
+			default:
+				if e = skipValue(doc, v); e >= 0 {
+					*edits = append(*edits, edit{start: v, end: e, repl: t.objects[depth+1]})
+				}
+			}
+		}
+		tail = e
+		return e
+	})
+	if end < 0 || found {
+		return end
+	}
+	if tail < 0 {
+		// An empty object: the member goes right after the brace.
+		open := skipSpace(doc, start) + 1
+		*edits = append(*edits, edit{start: open, end: open, repl: t.members[depth]})
+		return end
+	}
+	repl := make([]byte, 0, len(t.members[depth])+1)
+	repl = append(append(repl, ','), t.members[depth]...)
+	*edits = append(*edits, edit{start: tail, end: tail, repl: repl})
+	return end
+}
+
+func (t *fieldSet) RewriteResponse(_ *Exchange, body []byte) ([]byte, error) { return body, nil }
+
+func (t *fieldSet) NewStream(*Exchange) StreamTransform { return nil }
+
+func (t *fieldSet) WantsResponse(*Exchange) bool { return false }
+
+// Interface guard
+var _ Transform = (*fieldSet)(nil)
