@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 )
@@ -259,5 +260,68 @@ func TestGlobMatch(t *testing.T) {
 		if got := globMatch(tc.p, tc.s); got != tc.want {
 			t.Errorf("globMatch(%q, %q) = %v", tc.p, tc.s, got)
 		}
+	}
+}
+
+// The real Codex turn-1 request: only the apply_patch definition changes,
+// every other byte reaches the upstream as Codex sent it.
+func TestCodexFixtureRequest(t *testing.T) {
+	body, err := os.ReadFile("testdata/codex-request.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, x, err := rewrite(t, `[{"transform":"field_custom_tools_to_function"}]`, string(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in, got struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Tools) != len(in.Tools) {
+		t.Fatalf("tool count %d -> %d", len(in.Tools), len(got.Tools))
+	}
+	for i := range in.Tools {
+		if i == 3 {
+			var ap map[string]any
+			_ = json.Unmarshal(got.Tools[i], &ap)
+			if ap["type"] != "function" || ap["name"] != "apply_patch" || ap["format"] != nil || ap["strict"] != false {
+				t.Fatalf("apply_patch: %s", got.Tools[i])
+			}
+			continue
+		}
+		if string(got.Tools[i]) != string(in.Tools[i]) {
+			t.Fatalf("tools[%d] changed:\n%s\n%s", i, in.Tools[i], got.Tools[i])
+		}
+	}
+	// Outside the tools array the body is byte-identical.
+	start := strings.Index(string(body), `"tools"`)
+	if out[:start] != string(body[:start]) {
+		t.Fatal("bytes before tools changed")
+	}
+	if x.Converted != 1 || !x.WantsResponse() {
+		t.Fatalf("converted %d", x.Converted)
+	}
+}
+
+// Running the rule over its own output changes nothing: converted items are
+// functions now, and the usage text is not added twice.
+func TestRequestRewriteIsIdempotent(t *testing.T) {
+	body := `{"tools":[{"type":"custom","name":"apply_patch","description":"d"},{"type":"custom","name":"x"}],"input":[{"type":"custom_tool_call","id":"ctc","call_id":"c","name":"x","input":"{\"input\":\"j\"}"},{"type":"custom_tool_call_output","id":"o","call_id":"c","output":"ok"}],"tool_choice":{"type":"custom","name":"x"}}`
+	once, _, err := rewrite(t, wildcard, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twice, _, err := rewrite(t, wildcard, once)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if once != twice {
+		t.Fatalf("second pass changed the body:\n%s\n%s", once, twice)
 	}
 }

@@ -339,3 +339,26 @@ func TestStreamUntouchedEventsKeepTheirBytes(t *testing.T) {
 		t.Fatalf("got %q\nwant %q", got, up)
 	}
 }
+
+// An upstream that skips output_item.done: the open call is completed from
+// response.completed before it, with the input it streamed.
+func TestStreamCompletedWithoutItemDone(t *testing.T) {
+	up := []string{
+		`{"type":"response.output_item.added","sequence_number":0,"output_index":0,"item":{"id":"fc_1","type":"function_call","arguments":"","call_id":"c1","name":"x"}}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":1,"item_id":"fc_1","output_index":0,"delta":"{\"input\":\"ab"}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":2,"item_id":"fc_1","output_index":0,"delta":"c\"}"}`,
+		`{"type":"response.completed","sequence_number":3,"response":{"id":"r","output":[{"id":"fc_1","type":"function_call","arguments":"{\"input\":\"abc\"}","call_id":"c1","name":"x"}]}}`,
+	}
+	got := streamCase(t, wildcard, `{"tools":[{"type":"custom","name":"x"}]}`, sse(up...))
+	evs := events(t, got)
+	if strings.Join(types(evs), ",") != "response.output_item.added,response.custom_tool_call_input.delta,response.custom_tool_call_input.delta,response.custom_tool_call_input.done,response.output_item.done,response.completed" {
+		t.Fatalf("types = %v", types(evs))
+	}
+	if concatDeltas(evs, "response.custom_tool_call_input.delta") != "abc" || evs[4]["item"].(map[string]any)["input"] != "abc" {
+		t.Fatalf("events = %v", evs)
+	}
+	out := evs[5]["response"].(map[string]any)["output"].([]any)[0].(map[string]any)
+	if out["type"] != "custom_tool_call" || out["input"] != "abc" {
+		t.Fatalf("completed output = %v", out)
+	}
+}

@@ -1,0 +1,85 @@
+package caddymodule
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmtransform/caddy-llm-transform/transforms"
+)
+
+// The collectors live for the whole process and are registered with each
+// config's registry on Provision: Caddy hands every config a fresh registry,
+// and collectors created per config would start from zero after a reload
+// (the bug caddy-ratelimit#102 fixed).
+var metrics = struct {
+	applications *prometheus.CounterVec
+	converted    *prometheus.CounterVec
+	restored     *prometheus.CounterVec
+	rejections   *prometheus.CounterVec
+	buffered     *prometheus.HistogramVec
+	streamErrors *prometheus.CounterVec
+}{
+	applications: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "llm_transform", Name: "rule_applications_total",
+		Help: "Rules that changed a request or response, by transform, phase and scope.",
+	}, []string{"transform", "phase", "scope"}),
+	converted: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "llm_transform", Name: "converted_total",
+		Help: "Tool definitions and calls rewritten on the way to the upstream, by protocol.",
+	}, []string{"protocol"}),
+	restored: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "llm_transform", Name: "restored_total",
+		Help: "Upstream tool calls given back their client-side shape, by protocol.",
+	}, []string{"protocol"}),
+	rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "llm_transform", Name: "rejections_total",
+		Help: "Requests and responses the gateway refused, by error code.",
+	}, []string{"reason"}),
+	buffered: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "caddy", Subsystem: "llm_transform", Name: "buffered_bytes",
+		Help: "Bytes held in memory per call: kind request_body and response_body per HTTP call, tool_call per converted tool call.",
+		// 1 KiB to 64 MiB: the defaults are 32 MiB per body and 8 MiB per call.
+		Buckets: prometheus.ExponentialBuckets(1024, 4, 9),
+	}, []string{"kind"}),
+	streamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "llm_transform", Name: "stream_errors_total",
+		Help: "Rewritten streams that did not end normally, by reason.",
+	}, []string{"reason"}),
+}
+
+// registerMetrics adds the collectors to a config's registry. Several
+// handlers share one config, so finding them already there is normal.
+func registerMetrics(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
+	}
+	for _, c := range []prometheus.Collector{
+		metrics.applications, metrics.converted, metrics.restored,
+		metrics.rejections, metrics.buffered, metrics.streamErrors,
+	} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// observeExchange records what the rules did to one request.
+func observeExchange(x *transforms.Exchange) {
+	for _, a := range x.Applications() {
+		metrics.applications.WithLabelValues(a.Rule.TransformID(), a.Phase.String(), a.Rule.Scope().String()).Inc()
+	}
+	if x.Converted > 0 {
+		metrics.converted.WithLabelValues(x.Protocol.String()).Add(float64(x.Converted))
+	}
+	if x.Restored > 0 {
+		metrics.restored.WithLabelValues(x.Protocol.String()).Add(float64(x.Restored))
+	}
+	for _, n := range x.CallBuffers() {
+		metrics.buffered.WithLabelValues("tool_call").Observe(float64(n))
+	}
+}
