@@ -191,8 +191,8 @@ type writerOnly struct{ io.Writer }
 
 // Interface guards
 var (
-	_ http.ResponseWriter            = (*responseWriter)(nil)
-	_ io.ReaderFrom                  = (*responseWriter)(nil)
+	_ http.ResponseWriter             = (*responseWriter)(nil)
+	_ io.ReaderFrom                   = (*responseWriter)(nil)
 	_ interface{ FlushError() error } = (*responseWriter)(nil)
-	_ http.Flusher                   = (*responseWriter)(nil)
+	_ http.Flusher                    = (*responseWriter)(nil)
 )

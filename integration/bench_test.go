@@ -24,7 +24,7 @@ func benchEvents(n int, chat bool) []string {
 			evs = append(evs, "data: "+data+"\n\n")
 			return
 		}
-		typ := data[9:strings.IndexByte(data[9:], '"')+9]
+		typ := data[9 : strings.IndexByte(data[9:], '"')+9]
 		evs = append(evs, "event: "+typ+"\ndata: "+data+"\n\n")
 		seq++
 	}
