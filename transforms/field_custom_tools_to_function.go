@@ -354,7 +354,9 @@ func (p *requestPlan) walkInput(start int) int {
 			if !p.t.selects(name) {
 				return true
 			}
-			p.pick(id, "input["+strconv.Itoa(i)+"]")
+			if !p.isPicked(id) { // format the location once per identity
+				p.pick(id, "input["+strconv.Itoa(i)+"]")
+			}
 			if callID, ok := stringValue(doc, f[3]); ok {
 				p.rec.calls[callID] = id
 			}

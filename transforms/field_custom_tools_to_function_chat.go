@@ -92,14 +92,14 @@ func (p *requestPlan) walkMessages(start int) int {
 		j := -1
 		return eachObject(doc, f[1].start, toolCallFields, g[:], func(el span, g []span) bool {
 			j++
-			where := "messages[" + strconv.Itoa(i) + "].tool_calls[" + strconv.Itoa(j) + "]"
+			where := func() string { return "messages[" + strconv.Itoa(i) + "].tool_calls[" + strconv.Itoa(j) + "]" }
 			switch {
 			case isString(doc, g[0], "function") && g[3].start >= 0 && doc[g[3].start] == '{':
 				name, _ := stringValue(doc, lookup(doc, g[3].start, "name"))
 				id := ident{"", name}
 				p.rec.addKnown(id)
 				if _, seen := p.native[id]; !seen {
-					p.native[id] = where
+					p.native[id] = where()
 				}
 			case isString(doc, g[0], "custom") && g[2].start >= 0 && doc[g[2].start] == '{':
 				name, _ := stringValue(doc, lookup(doc, g[2].start, "name"))
@@ -108,7 +108,9 @@ func (p *requestPlan) walkMessages(start int) int {
 				if !p.t.selects(name) {
 					return true
 				}
-				p.pick(id, where)
+				if !p.isPicked(id) {
+					p.pick(id, where())
+				}
 				if callID, ok := stringValue(doc, g[1]); ok {
 					p.rec.calls[callID] = id
 				}

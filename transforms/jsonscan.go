@@ -2,7 +2,6 @@ package transforms
 
 import (
 	"bytes"
-	"encoding/binary"
 	"unicode/utf8"
 
 	"github.com/llmtransform/caddy-llm-transform/streambuf"
@@ -33,39 +32,26 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-const (
-	swarLo = 0x0101010101010101
-	swarHi = 0x8080808080808080
-)
-
-// plainWord reports whether none of the 8 bytes in v is a quote, a
-// backslash or a control character, i.e. all can be skipped at once.
-func plainWord(v uint64) bool {
-	q := v ^ (swarLo * '"')
-	bs := v ^ (swarLo * '\\')
-	return ((q-swarLo)&^q|(bs-swarLo)&^bs|(v-swarLo*0x20)&^v)&swarHi == 0
-}
-
-// plainWord2 is plainWord over 16 bytes with a single branch.
-func plainWord2(v, w uint64) bool {
-	qv, qw := v^(swarLo*'"'), w^(swarLo*'"')
-	bv, bw := v^(swarLo*'\\'), w^(swarLo*'\\')
-	m := (qv-swarLo)&^qv | (bv-swarLo)&^bv | (v-swarLo*0x20)&^v
-	m |= (qw-swarLo)&^qw | (bw-swarLo)&^bw | (w-swarLo*0x20)&^w
-	return m&swarHi == 0
-}
+// plainByte marks the bytes a string literal may hold without a second look.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // skipString returns the index just past the string literal starting at
 // b[i] == '"', or -1 if it is unterminated or malformed (bad escape, raw
-// control character). Plain runs are skipped eight bytes at a time.
+// control character). Table lookups, four bytes per test, measured faster
+// here than eight-byte SWAR tests and than gjson's validator.
 func skipString(b []byte, i int) int {
 	i++
 	for {
-		for i+16 <= len(b) && plainWord2(binary.LittleEndian.Uint64(b[i:]), binary.LittleEndian.Uint64(b[i+8:])) {
-			i += 16
+		for i+4 <= len(b) && plainByte[b[i]] && plainByte[b[i+1]] && plainByte[b[i+2]] && plainByte[b[i+3]] {
+			i += 4
 		}
-		for i+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
+		for i < len(b) && plainByte[b[i]] {
+			i++
 		}
 		if i >= len(b) {
 			return -1
@@ -109,6 +95,9 @@ func skipDepth(b []byte, i, depth int) int {
 	switch c := b[i]; c {
 	case '"':
 		return skipString(b, i)
+	// The container loops repeat walkMembers and walkElements by hand: this
+	// is the validator's innermost recursion, and a callback per value
+	// costs it about half its speed.
 	case '{':
 		if depth >= maxDepth {
 			return -1
@@ -131,8 +120,7 @@ func skipDepth(b []byte, i, depth int) int {
 			if i = skipDepth(b, skipSpace(b, i+1), depth+1); i < 0 {
 				return -1
 			}
-			i = skipSpace(b, i)
-			if i >= len(b) {
+			if i = skipSpace(b, i); i >= len(b) {
 				return -1
 			}
 			if b[i] == '}' {
@@ -156,8 +144,7 @@ func skipDepth(b []byte, i, depth int) int {
 			if i = skipDepth(b, i, depth+1); i < 0 {
 				return -1
 			}
-			i = skipSpace(b, i)
-			if i >= len(b) {
+			if i = skipSpace(b, i); i >= len(b) {
 				return -1
 			}
 			if b[i] == ']' {
@@ -247,96 +234,17 @@ type member struct {
 // keyIs reports whether the member's key literal equals the unescaped name.
 // Keys we look for are plain ASCII, so an escaped key never matches; that is
 // the conservative choice (the member is then treated as unknown and kept).
-func (m member) keyIs(doc []byte, name string) bool {
-	k := doc[m.key.start:m.key.end]
-	return len(k) == len(name)+2 && string(k[1:len(k)-1]) == name
-}
+func (m member) keyIs(doc []byte, name string) bool { return keyIs(doc, m.key, name) }
 
-// eachMember calls fn for every member of the object starting at doc[start]
-// and stops early when fn returns false. It reports whether the value was an
-// object that could be walked to its end.
-func eachMember(doc []byte, start int, fn func(m member) bool) bool {
-	i := skipSpace(doc, start)
-	if i >= len(doc) || doc[i] != '{' {
-		return false
-	}
-	i = skipSpace(doc, i+1)
-	if i < len(doc) && doc[i] == '}' {
-		return true
-	}
-	for i < len(doc) {
-		if doc[i] != '"' {
-			return false
-		}
-		ke := skipString(doc, i)
-		if ke < 0 {
-			return false
-		}
-		m := member{key: span{i, ke}}
-		i = skipSpace(doc, ke)
-		if i >= len(doc) || doc[i] != ':' {
-			return false
-		}
-		i = skipSpace(doc, i+1)
-		ve := skipValue(doc, i)
-		if ve < 0 {
-			return false
-		}
-		m.value = span{i, ve}
-		if !fn(m) {
-			return true
-		}
-		i = skipSpace(doc, ve)
-		if i >= len(doc) {
-			return false
-		}
-		if doc[i] == '}' {
-			return true
-		}
-		if doc[i] != ',' {
-			return false
-		}
-		i = skipSpace(doc, i+1)
-	}
-	return false
-}
-
-// eachElement calls fn for every element of the array starting at
-// doc[start]. It returns the index just past the array, or -1 when the
-// array is malformed or fn stopped early.
-func eachElement(doc []byte, start int, fn func(v span) bool) int {
-	i := skipSpace(doc, start)
-	if i >= len(doc) || doc[i] != '[' {
-		return -1
-	}
-	i = skipSpace(doc, i+1)
-	if i < len(doc) && doc[i] == ']' {
-		return i + 1
-	}
-	for i < len(doc) {
-		ve := skipValue(doc, i)
-		if ve < 0 || !fn(span{i, ve}) {
-			return -1
-		}
-		i = skipSpace(doc, ve)
-		if i >= len(doc) {
-			return -1
-		}
-		if doc[i] == ']' {
-			return i + 1
-		}
-		if doc[i] != ',' {
-			return -1
-		}
-		i = skipSpace(doc, i+1)
-	}
-	return -1
-}
+// stopWalk is returned by a walk callback, and then by the walk, to end a
+// walk early without calling the document malformed.
+const stopWalk = -2
 
 // walkMembers visits the members of the object at doc[start]; fn gets the
 // key and the start of the value and returns the end of the value, so a
 // caller can walk into a value instead of skipping it and walking it again.
-// It returns the index just past the object, or -1.
+// It returns the index just past the object, -1 when it is malformed, or
+// stopWalk when fn stopped the walk.
 func walkMembers(doc []byte, start int, fn func(key span, value int) int) int {
 	i := skipSpace(doc, start)
 	if i >= len(doc) || doc[i] != '{' {
@@ -361,13 +269,44 @@ func walkMembers(doc []byte, start int, fn func(key span, value int) int) int {
 		}
 		ve := fn(key, skipSpace(doc, i+1))
 		if ve < 0 {
-			return -1
+			return ve
 		}
 		i = skipSpace(doc, ve)
 		if i >= len(doc) {
 			return -1
 		}
 		if doc[i] == '}' {
+			return i + 1
+		}
+		if doc[i] != ',' {
+			return -1
+		}
+		i = skipSpace(doc, i+1)
+	}
+	return -1
+}
+
+// walkElements is walkMembers for arrays: fn gets the start of each element
+// and returns its end.
+func walkElements(doc []byte, start int, fn func(value int) int) int {
+	i := skipSpace(doc, start)
+	if i >= len(doc) || doc[i] != '[' {
+		return -1
+	}
+	i = skipSpace(doc, i+1)
+	if i < len(doc) && doc[i] == ']' {
+		return i + 1
+	}
+	for i < len(doc) {
+		ve := fn(i)
+		if ve < 0 {
+			return ve
+		}
+		i = skipSpace(doc, ve)
+		if i >= len(doc) {
+			return -1
+		}
+		if doc[i] == ']' {
 			return i + 1
 		}
 		if doc[i] != ',' {
@@ -383,46 +322,52 @@ func keyIs(doc []byte, k span, name string) bool {
 	return k.end-k.start == len(name)+2 && string(doc[k.start+1:k.end-1]) == name
 }
 
+// eachMember calls fn for every member of the object starting at doc[start]
+// and stops early when fn returns false. It reports whether the value was an
+// object that could be walked (to its end, or to where fn stopped).
+func eachMember(doc []byte, start int, fn func(m member) bool) bool {
+	end := walkMembers(doc, start, func(k span, v int) int {
+		ve := skipValue(doc, v)
+		if ve < 0 {
+			return -1
+		}
+		if !fn(member{key: k, value: span{v, ve}}) {
+			return stopWalk
+		}
+		return ve
+	})
+	return end >= 0 || end == stopWalk
+}
+
+// eachElement calls fn for every element of the array starting at
+// doc[start]. It returns the index just past the array, or a negative value
+// when the array is malformed or fn stopped early.
+func eachElement(doc []byte, start int, fn func(v span) bool) int {
+	return walkElements(doc, start, func(v int) int {
+		ve := skipValue(doc, v)
+		if ve < 0 || !fn(span{v, ve}) {
+			return -1
+		}
+		return ve
+	})
+}
+
 // eachObject walks the array at doc[start] and, for every element that is
 // an object, collects the named members into fields (span{-1,-1} when
 // absent) while finding the element's end, so each element is scanned
 // once whatever the order of its keys. Other elements are skipped. It
-// returns the index just past the array, or -1.
+// returns the index just past the array, or a negative value.
 func eachObject(doc []byte, start int, names []string, fields []span, fn func(el span, fields []span) bool) int {
-	i := skipSpace(doc, start)
-	if i >= len(doc) || doc[i] != '[' {
-		return -1
-	}
-	i = skipSpace(doc, i+1)
-	if i < len(doc) && doc[i] == ']' {
-		return i + 1
-	}
-	for i < len(doc) {
-		var end int
-		if doc[i] == '{' {
-			end = scanObject(doc, i, names, fields)
-		} else {
-			end = skipValue(doc, i)
+	return walkElements(doc, start, func(v int) int {
+		if doc[v] != '{' {
+			return skipValue(doc, v)
 		}
-		if end < 0 {
+		ve := scanObject(doc, v, names, fields)
+		if ve < 0 || !fn(span{v, ve}, fields) {
 			return -1
 		}
-		if doc[i] == '{' && !fn(span{i, end}, fields) {
-			return -1
-		}
-		i = skipSpace(doc, end)
-		if i >= len(doc) {
-			return -1
-		}
-		if doc[i] == ']' {
-			return i + 1
-		}
-		if doc[i] != ',' {
-			return -1
-		}
-		i = skipSpace(doc, i+1)
-	}
-	return -1
+		return ve
+	})
 }
 
 // scanObject walks the object at doc[start], storing the first occurrence
@@ -432,46 +377,18 @@ func scanObject(doc []byte, start int, names []string, out []span) int {
 	for k := range out {
 		out[k] = span{-1, -1}
 	}
-	i := skipSpace(doc, start+1)
-	if i < len(doc) && doc[i] == '}' {
-		return i + 1
-	}
-	for i < len(doc) {
-		if doc[i] != '"' {
-			return -1
-		}
-		ke := skipString(doc, i)
-		if ke < 0 {
-			return -1
-		}
-		key := doc[i+1 : ke-1]
-		i = skipSpace(doc, ke)
-		if i >= len(doc) || doc[i] != ':' {
-			return -1
-		}
-		i = skipSpace(doc, i+1)
-		ve := skipValue(doc, i)
+	return walkMembers(doc, start, func(key span, v int) int {
+		ve := skipValue(doc, v)
 		if ve < 0 {
 			return -1
 		}
 		for k, n := range names {
-			if out[k].start < 0 && string(key) == n {
-				out[k] = span{i, ve}
+			if out[k].start < 0 && keyIs(doc, key, n) {
+				out[k] = span{v, ve}
 			}
 		}
-		i = skipSpace(doc, ve)
-		if i >= len(doc) {
-			return -1
-		}
-		if doc[i] == '}' {
-			return i + 1
-		}
-		if doc[i] != ',' {
-			return -1
-		}
-		i = skipSpace(doc, i+1)
-	}
-	return -1
+		return ve
+	})
 }
 
 // objectFields finds the values of the named top-level members of the object
