@@ -288,18 +288,25 @@ func (p *requestPlan) walkTools(start int, enclosing, where string) int {
 
 // descriptor rewrites a flat Responses custom tool into a function tool.
 func (p *requestPlan) descriptor(el span, name string) []byte {
+	return p.functionBody(nil, el, name, true)
+}
+
+// functionBody writes the function definition made from the custom tool
+// object at obj: Responses' flat tool (flat: its "type" becomes "function")
+// or Chat's inner "custom" object. The grammar cannot be expressed as a JSON
+// schema, so format goes and the generated schema and strict:false replace
+// it; every other member stays.
+func (p *requestPlan) functionBody(dst []byte, obj span, name string, flat bool) []byte {
 	doc := p.doc
 	patch := name == "apply_patch"
-	w := newObj(nil)
+	w := newObj(dst)
 	hasDesc := false
-	eachMember(doc, el.start, func(m member) bool {
+	eachMember(doc, obj.start, func(m member) bool {
 		switch {
-		case m.keyIs(doc, "type"):
+		case flat && m.keyIs(doc, "type"):
 			w.key("type")
 			w.b = append(w.b, `"function"`...)
-		case m.keyIs(doc, "format"), m.keyIs(doc, "custom"), m.keyIs(doc, "strict"), m.keyIs(doc, "parameters"):
-			// The grammar cannot be expressed as a JSON schema; the generated
-			// schema and strict:false replace it.
+		case m.keyIs(doc, "format"), m.keyIs(doc, "strict"), m.keyIs(doc, "parameters"), flat && m.keyIs(doc, "custom"):
 		case m.keyIs(doc, "description") && patch:
 			hasDesc = true
 			w.key("description")

@@ -28,7 +28,7 @@ func (p *requestPlan) chatDescriptor(el span, name string) []byte {
 			w.b = append(w.b, `"function"`...)
 		case m.keyIs(doc, "custom") && doc[m.value.start] == '{':
 			w.key("function")
-			w.b = p.chatFunction(w.b, m.value, name)
+			w.b = p.functionBody(w.b, m.value, name, false)
 		case m.keyIs(doc, "function"):
 			// a stray function object would clash with the one we write
 		default:
@@ -36,34 +36,6 @@ func (p *requestPlan) chatDescriptor(el span, name string) []byte {
 		}
 		return true
 	})
-	return w.close()
-}
-
-func (p *requestPlan) chatFunction(dst []byte, obj span, name string) []byte {
-	doc := p.doc
-	patch := name == "apply_patch"
-	w := newObj(dst)
-	hasDesc := false
-	eachMember(doc, obj.start, func(m member) bool {
-		switch {
-		case m.keyIs(doc, "format"), m.keyIs(doc, "parameters"), m.keyIs(doc, "strict"):
-		case m.keyIs(doc, "description") && patch:
-			hasDesc = true
-			w.key("description")
-			w.b = appendPatchDescription(w.b, doc, m.value)
-		default:
-			w.raw(doc, m)
-		}
-		return true
-	})
-	if patch && !hasDesc {
-		w.key("description")
-		w.b = appendJSONString(w.b, patchUsage)
-	}
-	w.key("parameters")
-	w.b = appendSchema(w.b, patch)
-	w.key("strict")
-	w.b = append(w.b, "false"...)
 	return w.close()
 }
 
@@ -551,12 +523,7 @@ func (s *chatStream) open(key chatKey, name string, rawID, args []byte, held *ch
 	if !ok {
 		// A native call after all: hand out what was held, merged into one
 		// ordinary fragment.
-		b := []byte(`{"index":`)
-		b = strconv.AppendInt(b, key.index, 10)
-		if len(rawID) > 0 {
-			b = append(b, `,"id":`...)
-			b = append(b, rawID...)
-		}
+		b := entryHead(key, rawID)
 		b = append(b, `,"type":"function","function":{"name":`...)
 		b = appendJSONString(b, name)
 		b = append(b, `,"arguments":`...)
@@ -592,12 +559,7 @@ func (s *chatStream) fragment(key chatKey, c *chatCall, frag, rawID []byte, name
 		c.emitted = append(c.emitted, text...)
 	}
 	if name != "" {
-		b := []byte(`{"index":`)
-		b = strconv.AppendInt(b, key.index, 10)
-		if len(rawID) > 0 {
-			b = append(b, `,"id":`...)
-			b = append(b, rawID...)
-		}
+		b := entryHead(key, rawID)
 		b = append(b, `,"type":"custom","custom":{"name":`...)
 		b = appendJSONString(b, name)
 		b = append(b, `,"input":`...)
@@ -610,9 +572,19 @@ func (s *chatStream) fragment(key chatKey, c *chatCall, frag, rawID []byte, name
 	return inputFragment(key, text), true, nil
 }
 
-func inputFragment(key chatKey, text []byte) []byte {
+// entryHead starts a tool_calls entry: its index, and its id when known.
+func entryHead(key chatKey, rawID []byte) []byte {
 	b := []byte(`{"index":`)
 	b = strconv.AppendInt(b, key.index, 10)
+	if len(rawID) > 0 {
+		b = append(b, `,"id":`...)
+		b = append(b, rawID...)
+	}
+	return b
+}
+
+func inputFragment(key chatKey, text []byte) []byte {
+	b := entryHead(key, nil)
 	b = append(b, `,"custom":{"input":`...)
 	b = streambuf.AppendJSONString(b, text)
 	return append(b, "}}"...)
@@ -660,10 +632,7 @@ func (s *chatStream) finishChoice(choice int64, length bool) ([][]byte, bool) {
 	for _, key := range held {
 		p := s.pending[key]
 		delete(s.pending, key)
-		b := []byte(`{"index":`)
-		b = strconv.AppendInt(b, key.index, 10)
-		b = append(b, `,"id":`...)
-		b = append(b, p.id...)
+		b := entryHead(key, p.id)
 		b = append(b, `,"type":"function","function":{"arguments":`...)
 		b = streambuf.AppendJSONString(b, p.args)
 		out = append(out, append(b, "}}"...))
