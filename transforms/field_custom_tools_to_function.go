@@ -382,27 +382,30 @@ func (p *requestPlan) walkInput(start int) int {
 func (p *requestPlan) historyCall(el span) []byte {
 	doc := p.doc
 	w := newObj(make([]byte, 0, el.end-el.start+64))
-	sawInput := false
-	eachMember(doc, el.start, func(m member) bool {
+	input := span{-1, -1}
+	retype(&w, doc, el, "function_call", func(w *objWriter, m member) bool {
 		switch {
-		case m.keyIs(doc, "type"):
-			w.key("type")
-			w.b = append(w.b, `"function_call"`...)
 		case m.keyIs(doc, "id"):
 		case m.keyIs(doc, "input"):
-			sawInput = true
-			w.key("arguments")
-			w.b = appendQuotedJSON(w.b, []byte(`{"input":`), doc[m.value.start:m.value.end], []byte("}"))
+			input = m.value
 		default:
-			w.raw(doc, m)
+			return false
 		}
 		return true
 	})
-	if !sawInput {
-		w.key("arguments")
-		w.b = append(w.b, `"{\"input\":\"\"}"`...)
-	}
+	wrapInput(&w, doc, input)
 	return w.close()
+}
+
+// wrapInput writes "arguments" as {"input": <the raw input value>}, wrapped
+// exactly once; an absent input becomes the empty string.
+func wrapInput(w *objWriter, doc []byte, v span) {
+	w.key("arguments")
+	if v.start < 0 {
+		w.b = append(w.b, `"{\"input\":\"\"}"`...)
+		return
+	}
+	w.b = appendQuotedJSON(w.b, []byte(`{"input":`), doc[v.start:v.end], []byte("}"))
 }
 
 // planOutput converts a custom_tool_call_output whose call was converted, or
@@ -422,17 +425,7 @@ func (p *requestPlan) planOutput(el span) {
 		return
 	}
 	w := newObj(nil)
-	eachMember(doc, el.start, func(m member) bool {
-		switch {
-		case m.keyIs(doc, "type"):
-			w.key("type")
-			w.b = append(w.b, `"function_call_output"`...)
-		case m.keyIs(doc, "id"):
-		default:
-			w.raw(doc, m)
-		}
-		return true
-	})
+	retype(&w, doc, el, "function_call_output", dropMember(doc, "id"))
 	p.edits = append(p.edits, edit{el.start, el.end, w.close()})
 }
 
@@ -501,17 +494,12 @@ func (p *requestPlan) choiceEntry(el span) ([]byte, bool) {
 		return nil, false
 	}
 	w := newObj(nil)
-	eachMember(doc, el.start, func(m member) bool {
-		switch {
-		case m.keyIs(doc, "type"):
-			w.key("type")
-			w.b = append(w.b, `"function"`...)
-		case m.keyIs(doc, "custom"):
-			w.key("function")
-			w.b = append(w.b, doc[m.value.start:m.value.end]...)
-		default:
-			w.raw(doc, m)
+	retype(&w, doc, el, "function", func(w *objWriter, m member) bool {
+		if !m.keyIs(doc, "custom") {
+			return false
 		}
+		w.key("function")
+		w.b = append(w.b, doc[m.value.start:m.value.end]...)
 		return true
 	})
 	p.x.Decide(id.String(), "convert_tool_choice", "tool_choice names a converted custom tool")
@@ -631,21 +619,16 @@ func restoredItem(dst, doc []byte, el span, id ident, input []byte) []byte {
 	}
 	w := newObj(dst)
 	sawNS := false
-	eachMember(doc, el.start, func(m member) bool {
+	retype(&w, doc, el, "custom_tool_call", func(w *objWriter, m member) bool {
 		switch {
-		case m.keyIs(doc, "type"):
-			w.key("type")
-			w.b = append(w.b, `"custom_tool_call"`...)
 		case m.keyIs(doc, "arguments"):
 			w.key("input")
 			w.b = streambuf.AppendJSONString(w.b, input)
+			return true
 		case m.keyIs(doc, "namespace"):
 			sawNS = true
-			w.raw(doc, m)
-		default:
-			w.raw(doc, m)
 		}
-		return true
+		return false
 	})
 	if !sawNS && id.ns != "" {
 		w.key("namespace")

@@ -21,18 +21,15 @@ import (
 func (p *requestPlan) chatDescriptor(el span, name string) []byte {
 	doc := p.doc
 	w := newObj(nil)
-	eachMember(doc, el.start, func(m member) bool {
+	retype(&w, doc, el, "function", func(w *objWriter, m member) bool {
 		switch {
-		case m.keyIs(doc, "type"):
-			w.key("type")
-			w.b = append(w.b, `"function"`...)
 		case m.keyIs(doc, "custom") && doc[m.value.start] == '{':
 			w.key("function")
 			w.b = p.functionBody(w.b, m.value, name, false)
 		case m.keyIs(doc, "function"):
 			// a stray function object would clash with the one we write
 		default:
-			w.raw(doc, m)
+			return false
 		}
 		return true
 	})
@@ -96,32 +93,24 @@ func (p *requestPlan) walkMessages(start int) int {
 func (p *requestPlan) chatHistoryCall(el span) []byte {
 	doc := p.doc
 	w := newObj(make([]byte, 0, el.end-el.start+64))
-	eachMember(doc, el.start, func(m member) bool {
+	retype(&w, doc, el, "function", func(w *objWriter, m member) bool {
 		switch {
-		case m.keyIs(doc, "type"):
-			w.key("type")
-			w.b = append(w.b, `"function"`...)
 		case m.keyIs(doc, "custom") && doc[m.value.start] == '{':
 			w.key("function")
 			fw := newObj(w.b)
-			sawInput := false
+			input := span{-1, -1}
 			eachMember(doc, m.value.start, func(c member) bool {
 				if c.keyIs(doc, "input") {
-					sawInput = true
-					fw.key("arguments")
-					fw.b = appendQuotedJSON(fw.b, []byte(`{"input":`), doc[c.value.start:c.value.end], []byte("}"))
-					return true
+					input = c.value
+				} else {
+					fw.raw(doc, c)
 				}
-				fw.raw(doc, c)
 				return true
 			})
-			if !sawInput {
-				fw.key("arguments")
-				fw.b = append(fw.b, `"{\"input\":\"\"}"`...)
-			}
+			wrapInput(&fw, doc, input)
 			w.b = fw.close()
 		default:
-			w.raw(doc, m)
+			return false
 		}
 		return true
 	})
@@ -181,21 +170,16 @@ func (t *customTools) chatResponse(x *Exchange, body []byte) ([]byte, error) {
 // keeping the entry's other members (id, index, extensions).
 func chatCustomEntry(dst, doc []byte, el span, name string, input []byte) []byte {
 	w := newObj(dst)
-	eachMember(doc, el.start, func(m member) bool {
-		switch {
-		case m.keyIs(doc, "type"):
-			w.key("type")
-			w.b = append(w.b, `"custom"`...)
-		case m.keyIs(doc, "function"):
-			w.key("custom")
-			w.b = append(w.b, `{"name":`...)
-			w.b = appendJSONString(w.b, name)
-			w.b = append(w.b, `,"input":`...)
-			w.b = streambuf.AppendJSONString(w.b, input)
-			w.b = append(w.b, '}')
-		default:
-			w.raw(doc, m)
+	retype(&w, doc, el, "custom", func(w *objWriter, m member) bool {
+		if !m.keyIs(doc, "function") {
+			return false
 		}
+		w.key("custom")
+		w.b = append(w.b, `{"name":`...)
+		w.b = appendJSONString(w.b, name)
+		w.b = append(w.b, `,"input":`...)
+		w.b = streambuf.AppendJSONString(w.b, input)
+		w.b = append(w.b, '}')
 		return true
 	})
 	return w.close()

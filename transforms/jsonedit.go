@@ -112,3 +112,34 @@ func (x *Exchange) Release() {
 	}
 	x.pooled = nil
 }
+
+// retype writes the object at obj with its "type" member set to typ. fn
+// sees every other member first and reports whether it wrote, or
+// deliberately dropped, that member; the members it declines are copied
+// unchanged. This is the shape of every item and selector conversion.
+func retype(w *objWriter, doc []byte, obj span, typ string, fn func(w *objWriter, m member) bool) {
+	eachMember(doc, obj.start, func(m member) bool {
+		switch {
+		case m.keyIs(doc, "type"):
+			w.key("type")
+			w.b = append(w.b, '"')
+			w.b = append(w.b, typ...)
+			w.b = append(w.b, '"')
+		case fn == nil || !fn(w, m):
+			w.raw(doc, m)
+		}
+		return true
+	})
+}
+
+// dropMember is a retype callback that removes the members named.
+func dropMember(doc []byte, names ...string) func(*objWriter, member) bool {
+	return func(_ *objWriter, m member) bool {
+		for _, n := range names {
+			if m.keyIs(doc, n) {
+				return true
+			}
+		}
+		return false
+	}
+}
