@@ -1,0 +1,153 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/llmtransform/caddy-llm-transform/transforms"
+)
+
+func provisioned(t *testing.T, h *Handler) *Handler {
+	t.Helper()
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	if err := h.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func wildcardHandler(t *testing.T) *Handler {
+	return provisioned(t, &Handler{Rules: []transforms.RuleConfig{{
+		Transform: "field_custom_tools_to_function",
+		Config:    []byte(`{"names":["*"]}`),
+	}}})
+}
+
+const customRequest = `{"model":"m","tools":[{"type":"custom","name":"x"}]}`
+
+func serve(t *testing.T, h *Handler, body string, next caddyhttp.HandlerFunc) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "/v1/responses", strings.NewReader(body))
+	req.Header.Set("Accept-Encoding", "gzip")
+	repl := caddy.NewReplacer()
+	req = req.WithContext(context.WithValue(req.Context(), caddy.ReplacerCtxKey, repl))
+	rec := httptest.NewRecorder()
+	if err := h.ServeHTTP(rec, req, next); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func TestUpstreamErrorsAndEncodedBodiesPassThrough(t *testing.T) {
+	h := wildcardHandler(t)
+	errBody := `{"error":{"message":"nope","type":"invalid_request_error","param":null,"code":null}}`
+	rec := serve(t, h, customRequest, func(w http.ResponseWriter, r *http.Request) error {
+		if got := r.Header.Get("Accept-Encoding"); got != "identity" {
+			t.Errorf("upstream Accept-Encoding = %q", got)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, err := io.WriteString(w, errBody)
+		return err
+	})
+	if rec.Code != 400 || rec.Body.String() != errBody {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	gz := "\x1f\x8b not really gzip"
+	rec = serve(t, h, customRequest, func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		_, err := io.WriteString(w, gz)
+		return err
+	})
+	if rec.Body.String() != gz {
+		t.Fatalf("encoded body changed: %q", rec.Body)
+	}
+}
+
+func TestJSONResponseIsRestoredWithLength(t *testing.T) {
+	h := wildcardHandler(t)
+	rec := serve(t, h, customRequest, func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.Header().Set("Content-Length", "999")
+		_, err := io.WriteString(w, `{"output":[{"type":"function_call","call_id":"c","name":"x","arguments":"{\"input\":\"hi\"}"}],"tools":[{"type":"function","name":"x"}]}`)
+		return err
+	})
+	want := `{"output":[{"type":"custom_tool_call","call_id":"c","name":"x","input":"hi"}],"tools":[{"type":"custom","name":"x"}]}`
+	if rec.Body.String() != want || rec.Header().Get("Content-Length") != strconv.Itoa(len(want)) {
+		t.Fatalf("%q (Content-Length %s)", rec.Body, rec.Header().Get("Content-Length"))
+	}
+}
+
+func TestStreamThroughReadFromAndFlush(t *testing.T) {
+	h := wildcardHandler(t)
+	stream := "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":0,\"output_index\":0,\"item\":{\"id\":\"fc\",\"type\":\"function_call\",\"arguments\":\"\",\"call_id\":\"c\",\"name\":\"x\"}}\n\n"
+	rec := serve(t, h, customRequest, func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Content-Length", "1")
+		// io.Copy takes ReadFrom when the writer has one: it must not
+		// bypass the rules.
+		if _, err := io.Copy(w, strings.NewReader(stream)); err != nil {
+			return err
+		}
+		return http.NewResponseController(w).Flush()
+	})
+	if !rec.Flushed {
+		t.Fatal("flush did not reach the client")
+	}
+	if rec.Header().Get("Content-Length") != "" {
+		t.Fatal("stale Content-Length kept")
+	}
+	want := "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":0,\"output_index\":0,\"item\":{\"id\":\"fc\",\"type\":\"custom_tool_call\",\"input\":\"\",\"call_id\":\"c\",\"name\":\"x\"}}\n\n"
+	if rec.Body.String() != want {
+		t.Fatalf("got %q", rec.Body)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	h := provisioned(t, &Handler{MaxBodySize: 100, Rules: []transforms.RuleConfig{{Transform: "field_custom_tools_to_function", Config: []byte(`{"names":["*"]}`)}}})
+	called := false
+	rec := serve(t, h, `{"model":"m","input":"`+strings.Repeat("x", 200)+`"}`, func(w http.ResponseWriter, r *http.Request) error {
+		called = true
+		return nil
+	})
+	if called || rec.Code != 413 || !strings.Contains(rec.Body.String(), `"code":"request_too_large"`) {
+		t.Fatalf("%v %d %s", called, rec.Code, rec.Body)
+	}
+	rec = serve(t, h, customRequest, func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "application/json")
+		_, err := w.Write(bytes.Repeat([]byte(" "), 150))
+		return err
+	})
+	if rec.Code != 502 || !strings.Contains(rec.Body.String(), `"code":"response_too_large"`) {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestNonJSONRequestPassesThrough(t *testing.T) {
+	h := wildcardHandler(t)
+	body := `{"model":"m","tools":[{"type":"custom","name":"x"}], oops`
+	serve(t, h, body, func(w http.ResponseWriter, r *http.Request) error {
+		got, _ := io.ReadAll(r.Body)
+		if string(got) != body {
+			t.Errorf("forwarded %q", got)
+		}
+		if r.Header.Get("Accept-Encoding") != "gzip" {
+			t.Error("Accept-Encoding changed for a request no rule touched")
+		}
+		return nil
+	})
+}
