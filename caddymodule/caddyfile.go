@@ -2,8 +2,11 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -13,6 +16,7 @@ import (
 )
 
 func init() {
+	httpcaddyfile.RegisterGlobalOption("llm_transform", parseGlobalOption)
 	httpcaddyfile.RegisterHandlerDirective("llm_transform", parseCaddyfile)
 	// After encode: auth, rewrites and request_body limits have run, encode
 	// compresses what we emit, and we still wrap handle/route blocks that
@@ -32,6 +36,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		protocol        auto|responses|chat_completions
 //		max_body_size   <size>
 //		max_call_buffer <size>
+//		explain         [true|false]
 //		rule <transform> [request|response] {
 //			enabled true|false
 //			models  <glob>...
@@ -73,6 +78,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			} else {
 				h.MaxCallBuffer = int64(n)
 			}
+		case "explain":
+			v, err := optionalBool(d)
+			if err != nil {
+				return err
+			}
+			h.Explain = v
 		case "rule":
 			rc, err := UnmarshalRule(d, len(h.Rules))
 			if err != nil {
@@ -81,6 +92,110 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.Rules = append(h.Rules, rc)
 		default:
 			return d.Errf("unrecognized llm_transform option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+// optionalBool reads `<option> [true|false]`; the bare option means true.
+func optionalBool(d *caddyfile.Dispenser) (bool, error) {
+	opt := d.Val()
+	args := d.RemainingArgs()
+	switch len(args) {
+	case 0:
+		return true, nil
+	case 1:
+		v, err := strconv.ParseBool(args[0])
+		if err != nil {
+			return false, d.Errf("%s: %v", opt, err)
+		}
+		return v, nil
+	}
+	return false, d.ArgErr()
+}
+
+func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
+	if existing != nil {
+		return nil, d.Err("llm_transform: the global option may appear only once")
+	}
+	var app App
+	if err := app.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "llm_transform", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+// UnmarshalCaddyfile sets up the app from the llm_transform global option.
+// Syntax:
+//
+//	{
+//		llm_transform {
+//			key_sources <source>...
+//			rule <transform> [request|response] {
+//				...
+//			}
+//			api_key <key> {
+//				rule <transform> [request|response] {
+//					...
+//				}
+//			}
+//		}
+//	}
+//
+// Rules have the same syntax as in the handler directive. Global rules run
+// after a handler's own rules; an api_key's rules run after the global ones
+// on requests carrying that key. The key may be a placeholder such as
+// {env.TEAM_A_KEY} or {file./run/secrets/team_a}; it is resolved when the
+// Caddyfile is adapted and only its SHA-256 goes into the JSON config.
+// key_sources are "authorization" (the token of `Authorization: Bearer`)
+// or header names; default: authorization x-api-key.
+func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // option name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	repl := caddy.NewReplacer()
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "key_sources":
+			a.KeySources = d.RemainingArgs()
+			if len(a.KeySources) == 0 {
+				return d.ArgErr()
+			}
+		case "rule":
+			rc, err := UnmarshalRule(d, len(a.Rules))
+			if err != nil {
+				return fmt.Errorf("global %w", err)
+			}
+			a.Rules = append(a.Rules, rc)
+		case "api_key":
+			index := len(a.APIKeys)
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			// Errors below name the key by its position only: the token may
+			// be the key itself.
+			key := repl.ReplaceKnown(d.Val(), "")
+			if key == "" {
+				return d.Errf("api_key %d: the key is empty (is its environment variable set?)", index)
+			}
+			if d.NextArg() {
+				return d.Errf("api_key %d: expected one key and a block", index)
+			}
+			k := APIKeyRules{KeySHA256: HashAPIKey(key)}
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				if d.Val() != "rule" {
+					return d.Errf("api_key %d: unrecognized option %q", index, d.Val())
+				}
+				rc, err := UnmarshalRule(d, len(k.Rules))
+				if err != nil {
+					return fmt.Errorf("api_key %d %w", index, err)
+				}
+				k.Rules = append(k.Rules, rc)
+			}
+			a.APIKeys = append(a.APIKeys, k)
+		default:
+			return d.Errf("unrecognized llm_transform global option %q", d.Val())
 		}
 	}
 	return nil
@@ -173,6 +288,14 @@ func optionValue(kind transforms.OptionKind, args []string) (any, error) {
 			return nil, errArgs("one integer")
 		}
 		return strconv.Atoi(args[0])
+	case transforms.OptionJSON:
+		if len(args) != 1 {
+			return nil, errArgs("exactly one value")
+		}
+		if json.Valid([]byte(args[0])) {
+			return json.RawMessage(args[0]), nil
+		}
+		return args[0], nil
 	}
 	return nil, errArgs("a known option kind")
 }
@@ -181,5 +304,8 @@ type errArgs string
 
 func (e errArgs) Error() string { return "expected " + string(e) }
 
-// Interface guard
-var _ caddyfile.Unmarshaler = (*Handler)(nil)
+// Interface guards
+var (
+	_ caddyfile.Unmarshaler = (*Handler)(nil)
+	_ caddyfile.Unmarshaler = (*App)(nil)
+)

@@ -6,10 +6,12 @@ package caddymodule
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -51,12 +53,42 @@ type Handler struct {
 	MaxCallBuffer int64 `json:"max_call_buffer,omitempty"`
 
 	// Rules run in list order on requests and on responses, each seeing the
-	// output of the one before.
+	// output of the one before. They are the provider scope: they run
+	// before the global rules and the rules of the caller's API key from
+	// the llm_transform app.
 	Rules []transforms.RuleConfig `json:"rules,omitempty"`
 
+	// Explain adds an X-LLM-Transform-Explain response header that sums up
+	// what the rules did to the request: the rules applied, the counts of
+	// converted and restored calls, and the decisions taken. It shows tool
+	// names, never bodies or keys. Default: false.
+	Explain bool `json:"explain,omitempty"`
+
 	protocol transforms.Protocol
-	chain    *transforms.Chain
 	logger   *zap.Logger
+
+	// Compiled at Provision and never changed afterwards: a request reads
+	// the chain it picked for its whole life, so a reload, which provisions
+	// a new Handler, cannot change the rules under a stream in flight.
+	provider   []*transforms.Rule
+	global     []*transforms.Rule
+	chain      *transforms.Chain // provider, then global rules
+	keys       []keyChain
+	keySources []string
+	anyRules   bool
+
+	// Where the admin endpoint lists the handler.
+	server string
+	index  int
+	done   <-chan struct{}
+}
+
+// keyChain is the chain of requests that carry one API key.
+type keyChain struct {
+	sum   [sha256.Size]byte
+	label string
+	rules []*transforms.Rule
+	chain *transforms.Chain // provider, global, then the key's rules
 }
 
 // CaddyModule returns the Caddy module information.
@@ -88,11 +120,44 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.MaxCallBuffer == 0 {
 		h.MaxCallBuffer = defaultMaxCallBuffer
 	}
-	rules, err := transforms.Compile(h.Rules, transforms.ScopeProvider, "")
-	if err != nil {
+	var err error
+	if h.provider, err = transforms.Compile(h.Rules, transforms.ScopeProvider, ""); err != nil {
 		return err
 	}
-	h.chain = transforms.NewChain(rules)
+	// The app exists only when the config has an llm_transform app; asking
+	// for it otherwise would instantiate an empty one for nothing.
+	appIface, err := ctx.AppIfConfigured("llm_transform")
+	switch {
+	case err == nil:
+		app := appIface.(*App)
+		if h.global, err = transforms.Compile(app.Rules, transforms.ScopeGlobal, "global"); err != nil {
+			return err
+		}
+		h.keySources = app.KeySources
+		for _, k := range app.keys {
+			rules, err := transforms.Compile(k.rules, transforms.ScopeAPIKey, k.label)
+			if err != nil {
+				return err
+			}
+			h.keys = append(h.keys, keyChain{sum: k.sum, label: k.label, rules: rules,
+				chain: transforms.NewChain(h.provider, h.global, rules)})
+		}
+	case !errors.Is(err, caddy.ErrNotConfigured):
+		return err
+	}
+	h.chain = transforms.NewChain(h.provider, h.global)
+	h.anyRules = !h.chain.Empty()
+	for _, k := range h.keys {
+		h.anyRules = h.anyRules || !k.chain.Empty()
+	}
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return err
+	}
+	// Last, so a failed Provision leaves nothing listed.
+	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok {
+		h.server = srv.Name()
+	}
+	handlers.add(h, ctx.Done())
 	return nil
 }
 
@@ -107,9 +172,31 @@ func (h *Handler) Validate() error {
 	return nil
 }
 
-// Cleanup releases nothing a request could still be reading: compiled rules
-// are plain values owned by the requests that hold them.
-func (h *Handler) Cleanup() error { return nil }
+// Cleanup only takes the handler off the admin listing. It runs while
+// streams that began on this config may still be in flight, so it releases
+// nothing they read: compiled rules are plain values that the requests
+// holding them keep alive.
+func (h *Handler) Cleanup() error {
+	handlers.remove(h)
+	return nil
+}
+
+// chainFor picks the chain of the caller's key, or the provider and global
+// rules when the request carries no configured key.
+func (h *Handler) chainFor(r *http.Request) *transforms.Chain {
+	if len(h.keys) == 0 {
+		return h.chain
+	}
+	key := callerKey(r, h.keySources)
+	if key == "" {
+		return h.chain
+	}
+	sum := sha256.Sum256([]byte(key))
+	if i := matchKey(h.keys, &sum); i >= 0 {
+		return h.keys[i].chain
+	}
+	return h.chain
+}
 
 func (h *Handler) protocolFor(r *http.Request) transforms.Protocol {
 	if h.protocol != transforms.ProtocolUnknown {
@@ -127,35 +214,49 @@ func (h *Handler) protocolFor(r *http.Request) transforms.Protocol {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	proto := h.protocolFor(r)
-	if proto == transforms.ProtocolUnknown || r.Method != http.MethodPost || h.chain.Empty() || r.Body == nil {
+	if proto == transforms.ProtocolUnknown || r.Method != http.MethodPost || !h.anyRules || r.Body == nil {
+		return next.ServeHTTP(w, r)
+	}
+	chain := h.chainFor(r)
+	if chain.Empty() {
 		return next.ServeHTTP(w, r)
 	}
 	body, err := h.readBody(r)
 	if err != nil {
 		var te *transforms.Error
 		if errors.As(err, &te) {
+			metrics.rejections.WithLabelValues(te.Code).Inc()
 			return writeError(w, te)
 		}
 		return caddyhttp.Error(http.StatusBadRequest, err)
 	}
+	metrics.buffered.WithLabelValues("request_body").Observe(float64(len(body)))
 	setBody(r, body)
 	x := transforms.NewExchange(proto, transforms.Limits{
 		MaxCallBuffer: int(h.MaxCallBuffer),
 		MaxEvent:      int(h.MaxBodySize),
 	}, h.logger)
+	x.Explain = h.Explain
+	if h.Explain {
+		w = newExplainWriter(w, x)
+	}
 	// A body that is not JSON yields no model here, and the rules' own
 	// validating walk then hands it upstream untouched.
-	if !h.chain.Begin(x, gjson.GetBytes(body, "model").String()) {
+	if !chain.Begin(x, gjson.GetBytes(body, "model").String()) {
 		return next.ServeHTTP(w, r)
 	}
 	// The rewritten body may live in a pooled buffer; the upstream round
 	// trip has consumed it by the time next returns.
 	defer x.Release()
+	// Deferred so that streams are counted when they end, also when the
+	// proxy aborts them with a panic.
+	defer observe(r, x)
 	out, err := x.RewriteRequest(body)
 	if err != nil {
 		var te *transforms.Error
 		if errors.As(err, &te) {
 			h.logger.Debug("request rejected", zap.String("code", te.Code), zap.String("reason", te.Message))
+			metrics.rejections.WithLabelValues(te.Code).Inc()
 			return writeError(w, te)
 		}
 		return caddyhttp.Error(http.StatusInternalServerError, err)
@@ -170,10 +271,56 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// before us, compresses the result for the client.
 	r.Header.Set("Accept-Encoding", "identity")
 	rw := &responseWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, h: h, x: x}
+	defer func() {
+		// reverse_proxy panics with http.ErrAbortHandler when a stream
+		// breaks; count it and let the panic go on to the server.
+		if p := recover(); p != nil {
+			if rw.mode == modeStream {
+				metrics.streamErrors.WithLabelValues("aborted").Inc()
+			}
+			panic(p)
+		}
+	}()
 	if err := next.ServeHTTP(rw, r); err != nil {
+		if rw.mode == modeStream {
+			metrics.streamErrors.WithLabelValues("upstream").Inc()
+		}
 		return err
 	}
-	return rw.finish()
+	err = rw.finish()
+	switch {
+	case rw.mode == modeBuffer && rw.tooBig:
+		metrics.rejections.WithLabelValues("response_too_large").Inc()
+	case rw.mode == modeBuffer:
+		metrics.buffered.WithLabelValues("response_body").Observe(float64(rw.buf.Len()))
+	case rw.mode == modeStream && rw.stream.Stopped():
+		// Only a rule's abort or an oversized event stops a stream.
+		reason := x.StreamError()
+		if reason == "" {
+			reason = "stream_event_too_large"
+		}
+		metrics.streamErrors.WithLabelValues(reason).Inc()
+	}
+	return err
+}
+
+// observe records one request's rule work in metrics and, when Caddy logs
+// the request, in its access log entry.
+func observe(r *http.Request, x *transforms.Exchange) {
+	observeExchange(x)
+	extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields)
+	if !ok {
+		return
+	}
+	applied := make([]string, 0, len(x.Applied()))
+	for _, rule := range x.Applied() {
+		applied = append(applied, rule.Scope().String()+"/"+rule.TransformID())
+	}
+	// Set, not Add: with nested handlers the outermost, which finishes
+	// last, reports, and the entry never carries a key twice.
+	extra.Set(zap.Strings("llm_transform_rules", applied))
+	extra.Set(zap.Int("llm_transform_converted", x.Converted))
+	extra.Set(zap.Int("llm_transform_restored", x.Restored))
 }
 
 // readBody reads the whole request body, refusing more than MaxBodySize
@@ -227,8 +374,125 @@ func writeError(w http.ResponseWriter, e *transforms.Error) error {
 	return err
 }
 
+// ExplainHeader is the response header the explain option adds.
+const ExplainHeader = "X-LLM-Transform-Explain"
+
+// maxExplain caps the header, well below the 4–8 KiB many clients accept
+// for all headers together.
+const maxExplain = 1024
+
+// explainWriter sets the explain header when the final status line is
+// written. It sits beneath the response rewriter, so a buffered JSON
+// response is explained after its rewrite, with its restorations; a stream
+// is explained when it starts, with what the request phase did.
+type explainWriter struct {
+	*caddyhttp.ResponseWriterWrapper
+	x    *transforms.Exchange
+	done bool
+}
+
+func newExplainWriter(w http.ResponseWriter, x *transforms.Exchange) *explainWriter {
+	return &explainWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, x: x}
+}
+
+func (ew *explainWriter) WriteHeader(status int) {
+	if !ew.done && status >= 200 {
+		ew.done = true
+		ew.Header().Set(ExplainHeader, explain(ew.x))
+	}
+	ew.ResponseWriter.WriteHeader(status)
+}
+
+func (ew *explainWriter) Write(p []byte) (int, error) {
+	if !ew.done {
+		ew.WriteHeader(http.StatusOK)
+	}
+	return ew.ResponseWriter.Write(p)
+}
+
+// ReadFrom goes through Write, so the header cannot be skipped by an
+// io.Copy into the inner writer.
+func (ew *explainWriter) ReadFrom(r io.Reader) (int64, error) {
+	return io.Copy(writerOnly{ew}, r)
+}
+
+// FlushError writes the header first: a flush before any body would send
+// the status line without it.
+func (ew *explainWriter) FlushError() error {
+	if !ew.done {
+		ew.WriteHeader(http.StatusOK)
+	}
+	return http.NewResponseController(ew.ResponseWriter).Flush()
+}
+
+// Flush is for callers that still type-assert http.Flusher.
+func (ew *explainWriter) Flush() { _ = ew.FlushError() }
+
+// explain renders the explain header, e.g.
+//
+//	applied=provider/field_set@request,global/field_custom_tools_to_function@request; converted=2; restored=0; decisions=set_field:tier,convert_definition:apply_patch
+func explain(x *transforms.Exchange) string {
+	b := make([]byte, 0, 256)
+	b = append(b, "applied="...)
+	if len(x.Applications()) == 0 {
+		b = append(b, '-')
+	}
+	for i, a := range x.Applications() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, a.Rule.Scope().String()...)
+		b = append(b, '/')
+		b = append(b, a.Rule.TransformID()...)
+		b = append(b, '@')
+		b = append(b, a.Phase.String()...)
+	}
+	b = append(b, "; converted="...)
+	b = strconv.AppendInt(b, int64(x.Converted), 10)
+	b = append(b, "; restored="...)
+	b = strconv.AppendInt(b, int64(x.Restored), 10)
+	b = append(b, "; decisions="...)
+	if len(x.Decisions()) == 0 {
+		b = append(b, '-')
+	}
+	for i, d := range x.Decisions() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendHeaderSafe(b, d.Action)
+		b = append(b, ':')
+		b = appendHeaderSafe(b, d.Tool)
+	}
+	if len(b) > maxExplain {
+		b = append(b[:maxExplain-3], "..."...)
+	}
+	return string(b)
+}
+
+// appendHeaderSafe percent-encodes what could break the header's syntax:
+// tool names come from clients and may hold anything.
+func appendHeaderSafe(b []byte, s string) []byte {
+	const hexDigits = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
+			c == '_', c == '-', c == '.', c == '/', c == '*':
+			b = append(b, c)
+		default:
+			b = append(b, '%', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+	}
+	return b
+}
+
 // Interface guards
 var (
+	_ http.ResponseWriter             = (*explainWriter)(nil)
+	_ io.ReaderFrom                   = (*explainWriter)(nil)
+	_ interface{ FlushError() error } = (*explainWriter)(nil)
+	_ http.Flusher                    = (*explainWriter)(nil)
+
 	_ caddy.Provisioner           = (*Handler)(nil)
 	_ caddy.Validator             = (*Handler)(nil)
 	_ caddy.CleanerUpper          = (*Handler)(nil)

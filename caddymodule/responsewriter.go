@@ -172,6 +172,7 @@ func (rw *responseWriter) finish() error {
 		body := rw.buf.Bytes()
 		if out, err := rw.x.RewriteResponse(body); err != nil {
 			rw.h.logger.Error("response rewrite failed", zap.Error(err))
+			metrics.rejections.WithLabelValues("transform_failed").Inc()
 			return writeError(rw.ResponseWriter, &transforms.Error{
 				Status: http.StatusBadGateway, Type: "server_error", Code: "transform_failed", Message: err.Error(),
 			})

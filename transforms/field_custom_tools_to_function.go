@@ -784,6 +784,7 @@ func (s *customStream) Event(ev *Event, emit Emit) error {
 func (s *customStream) abandon(reason string) {
 	for k, c := range s.calls {
 		s.x.Decide(c.id.String(), "drop_partial_call", reason)
+		s.x.CallBuffered(len(c.dec.Raw()))
 		delete(s.calls, k)
 		if s.dropped == nil {
 			s.dropped = map[string]bool{}
@@ -945,6 +946,7 @@ func (s *customStream) finishInput(c *customCall, args []byte, src []byte, emit 
 	}
 	c.final = finalInput(c.id, args)
 	c.inputDone = true
+	s.x.CallBuffered(len(c.dec.Raw()))
 	if rest, ok := bytes.CutPrefix(c.final, c.emitted); ok && len(rest) > 0 {
 		if err := emit(s.inputEvent(c, src, "response.custom_tool_call_input.delta", "delta", rest)); err != nil {
 			return err

@@ -266,6 +266,7 @@ func (s *chatStream) abandon(reason string) {
 	}
 	for k, c := range s.calls {
 		s.x.Decide(c.id.String(), "drop_partial_call", reason)
+		s.x.CallBuffered(len(c.dec.Raw()))
 		delete(s.calls, k)
 		s.dropped[k] = true
 	}
@@ -592,6 +593,7 @@ func (s *chatStream) finishChoice(choice int64, length bool) ([][]byte, bool) {
 		any = true
 		delete(s.calls, key)
 		s.x.Restored++
+		s.x.CallBuffered(len(c.dec.Raw()))
 		if length {
 			s.x.Decide(c.id.String(), "drop_partial_call", "finish_reason length cut the call short")
 			continue
