@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -245,9 +247,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if !chain.Begin(x, gjson.GetBytes(body, "model").String()) {
 		return next.ServeHTTP(w, r)
 	}
-	// The rewritten body may live in a pooled buffer; the upstream round
-	// trip has consumed it by the time next returns.
-	defer x.Release()
+	// The rewritten body may live in a pooled buffer, returned only when
+	// this handler is done and every reader of the body has been closed.
+	lease := &bodyLease{x: x}
+	lease.acquire()
+	defer lease.release()
 	// Deferred so that streams are counted when they end, also when the
 	// proxy aborts them with a panic.
 	defer observe(r, x)
@@ -262,7 +266,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
 	if !sameBytes(out, body) {
-		setBody(r, out)
+		setLeasedBody(r, out, lease)
 	}
 	if !x.WantsResponse() {
 		return next.ServeHTTP(w, r)
@@ -276,14 +280,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		// breaks; count it and let the panic go on to the server.
 		if p := recover(); p != nil {
 			if rw.mode == modeStream {
-				metrics.streamErrors.WithLabelValues("aborted").Inc()
+				metrics.streamErrors.WithLabelValues(stopReason(rw, x, "aborted")).Inc()
 			}
 			panic(p)
 		}
 	}()
 	if err := next.ServeHTTP(rw, r); err != nil {
 		if rw.mode == modeStream {
-			metrics.streamErrors.WithLabelValues("upstream").Inc()
+			metrics.streamErrors.WithLabelValues(stopReason(rw, x, "upstream")).Inc()
 		}
 		return err
 	}
@@ -294,14 +298,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	case rw.mode == modeBuffer:
 		metrics.buffered.WithLabelValues("response_body").Observe(float64(rw.buf.Len()))
 	case rw.mode == modeStream && rw.stream.Stopped():
-		// Only a rule's abort or an oversized event stops a stream.
-		reason := x.StreamError()
-		if reason == "" {
-			reason = "stream_event_too_large"
-		}
-		metrics.streamErrors.WithLabelValues(reason).Inc()
+		metrics.streamErrors.WithLabelValues(stopReason(rw, x, "")).Inc()
 	}
 	return err
+}
+
+// stopReason names why a stream ended early. A stream the gateway stopped
+// (a rule's abort, or an oversized event) fails the upstream copy on
+// purpose, so reverse_proxy's abort then carries the gateway's reason, not
+// its own.
+func stopReason(rw *responseWriter, x *transforms.Exchange, otherwise string) string {
+	if rw.stream == nil || !rw.stream.Stopped() {
+		return otherwise
+	}
+	if reason := x.StreamError(); reason != "" {
+		return reason
+	}
+	return "stream_event_too_large"
 }
 
 // observe records one request's rule work in metrics and, when Caddy logs
@@ -359,6 +372,46 @@ func setBody(r *http.Request, b []byte) {
 	r.TransferEncoding = nil
 	r.Header.Set("Content-Length", fmt.Sprint(len(b)))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+}
+
+// bodyLease hands the exchange's pooled buffers back once its count drops
+// to zero: one for the handler, one for each reader of the rewritten body.
+// net/http may close, and so read, a request body after RoundTrip returns,
+// so the handler returning is not enough.
+type bodyLease struct {
+	n atomic.Int32
+	x *transforms.Exchange
+}
+
+func (l *bodyLease) acquire() { l.n.Add(1) }
+
+func (l *bodyLease) release() {
+	if l.n.Add(-1) == 0 {
+		l.x.Release()
+	}
+}
+
+// leasedBody is a request body reader that ends its hold on the lease when
+// closed (once: transports may close twice).
+type leasedBody struct {
+	*bytes.Reader
+	once  sync.Once
+	lease *bodyLease
+}
+
+func (b *leasedBody) Close() error {
+	b.once.Do(b.lease.release)
+	return nil
+}
+
+func setLeasedBody(r *http.Request, b []byte, l *bodyLease) {
+	open := func() io.ReadCloser {
+		l.acquire()
+		return &leasedBody{Reader: bytes.NewReader(b), lease: l}
+	}
+	setBody(r, b)
+	r.Body = open()
+	r.GetBody = func() (io.ReadCloser, error) { return open(), nil }
 }
 
 func sameBytes(a, b []byte) bool {

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -13,6 +14,9 @@ import (
 
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 )
+
+// errStreamAborted fails the upstream copy once a rule has ended a stream.
+var errStreamAborted = errors.New("llm_transform: stream ended by the gateway")
 
 type writerMode uint8
 
@@ -103,11 +107,14 @@ func (rw *responseWriter) Write(p []byte) (int, error) {
 				return 0, werr
 			}
 		}
-		if err != nil {
+		if rw.stream.Stopped() {
+			// The client has the error event; flush it, then fail the copy
+			// so reverse_proxy stops reading (and the provider stops
+			// billing) a stream nobody will see.
 			rw.h.logger.Debug("stream ended by the gateway", zap.Error(err))
+			_ = http.NewResponseController(rw.ResponseWriter).Flush()
+			return len(p), errStreamAborted
 		}
-		// After an abort the rest of the upstream stream is discarded; the
-		// client already has the error event and the stream's end.
 		return len(p), nil
 	case modeBuffer:
 		if rw.tooBig {

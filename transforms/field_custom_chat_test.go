@@ -354,3 +354,43 @@ func TestChatStreamDoneWithoutFinish(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
 }
+
+func TestChatStreamEdgeShapes(t *testing.T) {
+	open := chunkHead + `{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"grammar_tool","arguments":"{\"patch\":\"p\"}"}}]},"finish_reason":null}]}`
+	// A finishing choice whose delta is null still gets valid JSON with the
+	// rest of the input.
+	got := chatCase(t, wildcard, chatRequest, chatSSE(open, chunkHead+`{"index":0,"delta":null,"finish_reason":"tool_calls"}]}`))
+	cs, _ := chatChunks(t, got)
+	if calls := callText(cs); calls["0/0"] != `{"patch":"p"}` {
+		t.Fatalf("calls %v\n%s", calls, got)
+	}
+	// "error": null is no error.
+	got = chatCase(t, wildcard, chatRequest, chatSSE(open, `{"id":"chatcmpl-1","error":null,"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`))
+	cs, _ = chatChunks(t, got)
+	if calls := callText(cs); calls["0/0"] != `{"patch":"p"}` {
+		t.Fatalf("calls %v", calls)
+	}
+	// A native call that repeats its id on every fragment keeps streaming.
+	native := chatSSE(
+		chunkHead+`{"index":0,"delta":{"tool_calls":[{"index":0,"id":"n","type":"function","function":{"name":"native_tool","arguments":"{\"a\""}}]},"finish_reason":null}]}`,
+		chunkHead+`{"index":0,"delta":{"tool_calls":[{"index":0,"id":"n","type":"function","function":{"arguments":":1}"}}]},"finish_reason":null}]}`,
+	)
+	if got := chatCase(t, wildcard, chatRequest, native); got != native {
+		t.Fatalf("native stream changed:\n%s", got)
+	}
+}
+
+func TestChatHeldFragmentsRespectTheLimit(t *testing.T) {
+	c := chainOf(t, wildcard)
+	x := NewExchange(ProtocolChat, Limits{MaxCallBuffer: 10}, nil)
+	c.Begin(x, "m")
+	if _, err := x.RewriteRequest([]byte(chatRequest)); err != nil {
+		t.Fatal(err)
+	}
+	got := replay(t, x, chatSSE(
+		chunkHead+`{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"arguments":"0123456789abcdef"}}]},"finish_reason":null}]}`,
+	), 4096)
+	if !strings.Contains(got, `"code":"max_call_buffer_exceeded"`) || strings.Contains(got, "[DONE]") {
+		t.Fatalf("got %s", got)
+	}
+}

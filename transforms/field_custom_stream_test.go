@@ -362,3 +362,52 @@ func TestStreamCompletedWithoutItemDone(t *testing.T) {
 		t.Fatalf("completed output = %v", out)
 	}
 }
+
+// Upstreams omit or repeat item ids; calls are still told apart by output
+// index, each delivered once with its own input.
+func TestStreamCallsWithoutOrWithRepeatedIDs(t *testing.T) {
+	req := `{"tools":[{"type":"custom","name":"shell"}]}`
+	// Two calls only in response.completed, neither with an id.
+	got := streamCase(t, wildcard, req, sse(
+		`{"type":"response.completed","sequence_number":0,"response":{"output":[{"type":"function_call","call_id":"a","name":"shell","arguments":"{\"input\":\"ls\"}"},{"type":"function_call","call_id":"b","name":"shell","arguments":"{\"input\":\"pwd\"}"}]}}`))
+	evs := events(t, got)
+	var items []string
+	for _, e := range evs {
+		if e["type"] == "response.output_item.done" {
+			items = append(items, e["item"].(map[string]any)["input"].(string))
+		}
+	}
+	out := evs[len(evs)-1]["response"].(map[string]any)["output"].([]any)
+	if strings.Join(items, ",") != "ls,pwd" || out[0].(map[string]any)["input"] != "ls" || out[1].(map[string]any)["input"] != "pwd" {
+		t.Fatalf("items %v, completed %v", items, out)
+	}
+	// Two sequential calls sharing an id.
+	up := append(fnCallStream(0, 1, "fc", "a", "shell", `{"input":"ls"}`, 4, true), fnCallStream(10, 2, "fc", "b", "shell", `{"input":"pwd"}`, 4, true)...)
+	up = append(up, `{"type":"response.completed","sequence_number":20,"response":{"output":[{"type":"message"},{"id":"fc","type":"function_call","call_id":"a","name":"shell","arguments":"{\"input\":\"ls\"}"},{"id":"fc","type":"function_call","call_id":"b","name":"shell","arguments":"{\"input\":\"pwd\"}"}]}}`)
+	evs = events(t, streamCase(t, wildcard, req, sse(up...)))
+	out = evs[len(evs)-1]["response"].(map[string]any)["output"].([]any)
+	if out[1].(map[string]any)["input"] != "ls" || out[2].(map[string]any)["input"] != "pwd" {
+		t.Fatalf("completed %v", out)
+	}
+}
+
+func TestStreamOddEventOrders(t *testing.T) {
+	req := `{"tools":[{"type":"custom","name":"x"}]}`
+	// output_item.done with no added before it, then argument events after
+	// it, one naming only the output index: no raw function event leaks,
+	// and response.completed does not deliver the call a second time.
+	got := streamCase(t, wildcard, req, sse(
+		`{"type":"response.output_item.done","sequence_number":0,"output_index":0,"item":{"id":"fc_1","type":"function_call","arguments":"{\"input\":\"v\"}","call_id":"c","name":"x"}}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":1,"output_index":0,"delta":"late"}`,
+		`{"type":"response.function_call_arguments.done","sequence_number":2,"item_id":"fc_1","output_index":0,"arguments":"{\"input\":\"v\"}"}`,
+		`{"type":"response.completed","sequence_number":3,"response":{"output":[{"id":"fc_1","type":"function_call","arguments":"{\"input\":\"v\"}","call_id":"c","name":"x"}]}}`))
+	evs := events(t, got)
+	if strings.Join(types(evs), ",") != "response.output_item.added,response.custom_tool_call_input.delta,response.custom_tool_call_input.done,response.output_item.done,response.completed" {
+		t.Fatalf("types = %v", types(evs))
+	}
+	// Leading white space inside data does not switch conversion off.
+	got = streamCase(t, wildcard, req, "data:   {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"id\":\"fc\",\"type\":\"function_call\",\"arguments\":\"\",\"call_id\":\"c\",\"name\":\"x\"}}\n\n")
+	if !strings.Contains(got, `"type":"custom_tool_call"`) {
+		t.Fatalf("not converted: %s", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -638,34 +639,42 @@ func restoredItem(dst, doc []byte, el span, id ident, input []byte) []byte {
 }
 
 // restoreResponseObject rewrites a Responses response object: converted
-// output items, and the echoed tools and tool_choice. done supplies inputs
-// already finalised by the stream, keyed by item id.
-func (t *customTools) restoreResponseObject(x *Exchange, doc []byte, obj span, done map[string][]byte, onlyDone bool) []edit {
+// output items, and the echoed tools and tool_choice. On a stream, done
+// gives the inputs the stream already settled, by output position and item
+// id; with onlyDone, calls the stream did not complete stay as they are.
+func (t *customTools) restoreResponseObject(x *Exchange, doc []byte, obj span, done func(callID, itemID string, pos int) ([]byte, bool), onlyDone bool) []edit {
 	r := record(x)
 	var f [3]span
 	objectFields(doc, obj.start, []string{"output", "tools", "tool_choice"}, f[:])
 	var edits []edit
 	if f[0].start >= 0 {
+		pos := -1
 		eachElement(doc, f[0].start, func(el span) bool {
+			pos++
 			if !isString(doc, lookup(doc, el.start, "type"), "function_call") {
 				return true
 			}
-			var g [3]span
-			objectFields(doc, el.start, []string{"name", "namespace", "id"}, g[:])
+			var g [4]span
+			objectFields(doc, el.start, []string{"name", "namespace", "id", "call_id"}, g[:])
 			name, _ := stringValue(doc, g[0])
 			ns, _ := stringValue(doc, g[1])
 			id, ok := t.resolve(r, ns, name)
 			if !ok {
 				return true
 			}
-			itemID, _ := stringValue(doc, g[2])
-			input, seen := done[itemID]
-			if onlyDone && !seen {
-				return true // never build a call the stream did not complete
+			var input []byte
+			if done != nil {
+				itemID, _ := stringValue(doc, g[2])
+				callID, _ := stringValue(doc, g[3])
+				var seen bool
+				if input, seen = done(callID, itemID, pos); !seen && onlyDone {
+					return true // never build a call the stream did not complete
+				}
+			} else {
+				x.Restored++
+				x.Decide(id.String(), "restore_call", "function call of a converted custom tool")
 			}
 			edits = append(edits, edit{el.start, el.end, restoredItem(nil, doc, el, id, input)})
-			x.Restored++
-			x.Decide(id.String(), "restore_call", "function call of a converted custom tool")
 			return true
 		})
 	}
@@ -698,22 +707,27 @@ func (t *customTools) WantsResponse(x *Exchange) bool { return record(x).active(
 // reasoning and native calls pass through untouched; a converted call's
 // header goes out at once as a custom_tool_call, and its input follows as
 // soon as the argument JSON reveals it.
+//
+// Events name a call by output_index, item id, or both, and upstreams have
+// been seen to omit or repeat ids, so calls are found by output index
+// first and by item id second.
 type customStream struct {
-	t       *customTools
-	x       *Exchange
-	rec     *customRecord
-	calls   map[string]*customCall // open converted calls by item key
-	done    map[string][]byte      // final inputs of completed calls by item id
-	dropped map[string]bool        // calls abandoned mid-way; their events are swallowed
-	failed  bool
-	buf     []byte
-	evbuf   []byte
-	ev      Event
+	t      *customTools
+	x      *Exchange
+	rec    *customRecord
+	open   map[string]*customCall // calls in progress, under each of their keys
+	done   map[string][]byte      // settled inputs of completed calls, under each key
+	closed map[string]bool        // completed or dropped calls: later argument events are swallowed
+	failed bool
+	buf    []byte
+	evbuf  []byte
+	ev     Event
 }
 
 type customCall struct {
 	id          ident
 	itemID      string
+	callID      string
 	outputIndex []byte
 	dec         streambuf.ArgsDecoder
 	norm        *patchfmt.Normalizer
@@ -733,11 +747,95 @@ func (t *customTools) NewStream(x *Exchange) StreamTransform {
 	if x.Protocol != ProtocolResponses {
 		return nil
 	}
-	return &customStream{t: t, x: x, rec: r, calls: map[string]*customCall{}, done: map[string][]byte{}}
+	return &customStream{t: t, x: x, rec: r, open: map[string]*customCall{}, done: map[string][]byte{}, closed: map[string]bool{}}
+}
+
+// callKeys returns the keys a call is known by: its output index, its item
+// id and its call id, when present.
+func callKeys(itemID string, outputIndex []byte, callID string) []string {
+	keys := make([]string, 0, 3)
+	if len(outputIndex) > 0 {
+		keys = append(keys, "i:"+string(outputIndex))
+	}
+	if itemID != "" {
+		keys = append(keys, "id:"+itemID)
+	}
+	if callID != "" {
+		keys = append(keys, "c:"+callID)
+	}
+	return keys
+}
+
+// findItem looks up the call of a finished item: by call_id, which is
+// unique per call, when the stream has seen it; by position and id
+// otherwise.
+func (s *customStream) findItem(callID, itemID string, outputIndex []byte) (*customCall, bool) {
+	if callID != "" {
+		k := "c:" + callID
+		if c := s.open[k]; c != nil {
+			return c, false
+		}
+		if s.closed[k] {
+			return nil, true
+		}
+	}
+	return s.find(itemID, outputIndex)
+}
+
+// where reads the item id and output index an event refers to; item says
+// where the item object is, for output_item events.
+func where(d []byte, item span) (itemID string, outputIndex []byte) {
+	var f [2]span
+	objectFields(d, 0, []string{"item_id", "output_index"}, f[:])
+	if item.start >= 0 {
+		itemID, _ = stringValue(d, lookup(d, item.start, "id"))
+	} else {
+		itemID, _ = stringValue(d, f[0])
+	}
+	if f[1].start >= 0 {
+		outputIndex = d[f[1].start:f[1].end]
+	}
+	return itemID, outputIndex
+}
+
+// find looks a call up by output index, then by item id. An id only
+// stands in for an index the call was not registered under, since ids may
+// repeat across calls while output indexes do not.
+func (s *customStream) find(itemID string, outputIndex []byte) (c *customCall, closed bool) {
+	if len(outputIndex) > 0 {
+		k := "i:" + string(outputIndex)
+		if c := s.open[k]; c != nil {
+			return c, false
+		}
+		if s.closed[k] {
+			return nil, true
+		}
+	}
+	if itemID == "" {
+		return nil, false
+	}
+	k := "id:" + itemID
+	if c := s.open[k]; c != nil && (c.outputIndex == nil || len(outputIndex) == 0) {
+		return c, false
+	}
+	return nil, len(outputIndex) == 0 && s.closed[k]
+}
+
+// close moves a call from open to closed, keeping its final input.
+func (s *customStream) close(c *customCall, final []byte) {
+	for _, k := range callKeys(c.itemID, c.outputIndex, c.callID) {
+		if s.open[k] == c {
+			delete(s.open, k)
+		}
+		s.closed[k] = true
+		if final != nil {
+			s.done[k] = final
+		}
+	}
 }
 
 func (s *customStream) Event(ev *Event, emit Emit) error {
-	d := ev.Data
+	d := bytes.TrimSpace(ev.Data)
 	if len(d) == 0 || d[0] != '{' {
 		return emit(ev)
 	}
@@ -747,31 +845,35 @@ func (s *customStream) Event(ev *Event, emit Emit) error {
 	}
 	switch string(d[typ.start:typ.end]) {
 	case `"response.output_item.added"`:
-		return s.itemAdded(ev, emit)
+		return s.itemAdded(ev, d, emit)
 	case `"response.function_call_arguments.delta"`:
-		if c, drop := s.callFor(d); c != nil {
+		c, closed := s.find(where(d, span{-1, -1}))
+		switch {
+		case c != nil:
 			return s.argsDelta(c, d, emit)
-		} else if drop {
+		case closed:
 			return nil
 		}
 	case `"response.function_call_arguments.done"`:
-		if c, drop := s.callFor(d); drop {
-			return nil
-		} else if c != nil {
+		c, closed := s.find(where(d, span{-1, -1}))
+		switch {
+		case c != nil:
 			args := lookup(d, 0, "arguments")
 			var full []byte
 			if args.start >= 0 && d[args.start] == '"' {
 				full = unescapeJSON(nil, d[args.start+1:args.end-1])
 			}
 			return s.finishInput(c, full, d, emit)
+		case closed:
+			return nil
 		}
 	case `"response.output_item.done"`:
-		return s.itemDone(ev, emit)
+		return s.itemDone(ev, d, emit)
 	case `"response.completed"`, `"response.created"`, `"response.in_progress"`, `"response.queued"`:
-		return s.responseEvent(ev, emit, false)
+		return s.responseEvent(ev, d, emit, false)
 	case `"response.failed"`, `"response.incomplete"`:
 		s.abandon("terminal " + string(d[typ.start+1:typ.end-1]))
-		return s.responseEvent(ev, emit, true)
+		return s.responseEvent(ev, d, emit, true)
 	case `"error"`:
 		s.abandon("upstream error event")
 		return emit(ev)
@@ -782,82 +884,68 @@ func (s *customStream) Event(ev *Event, emit Emit) error {
 // abandon drops partial calls: an interrupted call must not be completed
 // from the fragments we happened to receive.
 func (s *customStream) abandon(reason string) {
-	for k, c := range s.calls {
+	seen := map[*customCall]bool{}
+	for _, c := range s.open {
+		if seen[c] {
+			continue
+		}
+		seen[c] = true
 		s.x.Decide(c.id.String(), "drop_partial_call", reason)
 		s.x.CallBuffered(len(c.dec.Raw()))
-		delete(s.calls, k)
-		if s.dropped == nil {
-			s.dropped = map[string]bool{}
-		}
-		s.dropped[k] = true
+		s.close(c, nil)
 	}
 	s.failed = true
 }
 
 func (s *customStream) End(emit Emit) error {
-	if len(s.calls) > 0 {
+	if len(s.open) > 0 {
 		s.abandon("stream ended before the call completed")
 	}
 	return nil
 }
 
-func itemKey(itemID string, outputIndex []byte) string {
-	if itemID != "" {
-		return itemID
-	}
-	return "#" + string(outputIndex)
-}
-
-// callFor finds the open call an argument event belongs to; drop reports an
-// event of an abandoned call.
-func (s *customStream) callFor(d []byte) (c *customCall, drop bool) {
-	if len(s.calls) == 0 && len(s.dropped) == 0 {
-		return nil, false
-	}
-	var f [2]span
-	objectFields(d, 0, []string{"item_id", "output_index"}, f[:])
-	itemID, _ := stringValue(d, f[0])
-	var oi []byte
-	if f[1].start >= 0 {
-		oi = d[f[1].start:f[1].end]
-	}
-	k := itemKey(itemID, oi)
-	return s.calls[k], s.dropped[k]
-}
-
-func (s *customStream) itemAdded(ev *Event, emit Emit) error {
-	d := ev.Data
-	if s.failed {
-		return emit(ev)
-	}
-	var f [2]span
-	objectFields(d, 0, []string{"item", "output_index"}, f[:])
-	item := f[0]
+// converted resolves the function_call item at item to the identity this
+// request converted, if any.
+func (s *customStream) converted(d []byte, item span) (ident, bool) {
 	if item.start < 0 || d[item.start] != '{' || !isString(d, lookup(d, item.start, "type"), "function_call") {
-		return emit(ev)
+		return ident{}, false
 	}
-	var g [3]span
-	objectFields(d, item.start, []string{"name", "namespace", "id"}, g[:])
+	var g [2]span
+	objectFields(d, item.start, []string{"name", "namespace"}, g[:])
 	name, _ := stringValue(d, g[0])
 	ns, _ := stringValue(d, g[1])
-	id, ok := s.t.resolve(s.rec, ns, name)
-	if !ok {
-		return emit(ev)
-	}
-	itemID, _ := stringValue(d, g[2])
-	c := &customCall{id: id, itemID: itemID}
-	if f[1].start >= 0 {
-		c.outputIndex = bytes.Clone(d[f[1].start:f[1].end])
-	}
+	return s.t.resolve(s.rec, ns, name)
+}
+
+func (s *customStream) newCall(id ident, itemID string, outputIndex []byte, callID string) *customCall {
+	c := &customCall{id: id, itemID: itemID, callID: callID, outputIndex: bytes.Clone(outputIndex)}
 	c.dec.Limit = s.x.Limits.MaxCallBuffer
 	if id.name == "apply_patch" {
 		c.norm = new(patchfmt.Normalizer)
 	}
-	s.calls[itemKey(itemID, c.outputIndex)] = c
+	for _, k := range callKeys(itemID, c.outputIndex, callID) {
+		s.open[k] = c
+		delete(s.closed, k)
+		delete(s.done, k)
+	}
+	return c
+}
+
+func (s *customStream) itemAdded(ev *Event, d []byte, emit Emit) error {
+	if s.failed {
+		return emit(ev)
+	}
+	item := lookup(d, 0, "item")
+	id, ok := s.converted(d, item)
+	if !ok {
+		return emit(ev)
+	}
+	itemID, oi := where(d, item)
+	callID, _ := stringValue(d, lookup(d, item.start, "call_id"))
+	s.newCall(id, itemID, oi, callID)
 	s.x.Decide(id.String(), "restore_call", "stream header of a converted custom tool")
 	repl := restoredItem(nil, d, item, id, []byte{})
-	out := &Event{Name: ev.Name, Data: spliceOne(d, item, repl)}
-	return emit(out)
+	return emit(&Event{Name: ev.Name, Data: spliceOne(d, item, repl)})
 }
 
 func spliceOne(doc []byte, sp span, repl []byte) []byte {
@@ -946,7 +1034,7 @@ func (s *customStream) finishInput(c *customCall, args []byte, src []byte, emit 
 	}
 	c.final = finalInput(c.id, args)
 	c.inputDone = true
-	s.x.CallBuffered(len(c.dec.Raw()))
+	s.x.CallBuffered(len(args))
 	if rest, ok := bytes.CutPrefix(c.final, c.emitted); ok && len(rest) > 0 {
 		if err := emit(s.inputEvent(c, src, "response.custom_tool_call_input.delta", "delta", rest)); err != nil {
 			return err
@@ -958,49 +1046,70 @@ func (s *customStream) finishInput(c *customCall, args []byte, src []byte, emit 
 	return emit(s.inputEvent(c, src, "response.custom_tool_call_input.done", "input", c.final))
 }
 
-func (s *customStream) itemDone(ev *Event, emit Emit) error {
-	d := ev.Data
-	var f [2]span
-	objectFields(d, 0, []string{"item", "output_index"}, f[:])
-	item := f[0]
+func itemArgs(d []byte, item span) []byte {
+	if a := lookup(d, item.start, "arguments"); a.start >= 0 && d[a.start] == '"' {
+		return unescapeJSON(nil, d[a.start+1:a.end-1])
+	}
+	return nil
+}
+
+func (s *customStream) itemDone(ev *Event, d []byte, emit Emit) error {
+	item := lookup(d, 0, "item")
 	if item.start < 0 || d[item.start] != '{' {
 		return emit(ev)
 	}
-	itemID, _ := stringValue(d, lookup(d, item.start, "id"))
-	var oi []byte
-	if f[1].start >= 0 {
-		oi = d[f[1].start:f[1].end]
-	}
-	key := itemKey(itemID, oi)
-	if s.dropped[key] {
+	itemID, oi := where(d, item)
+	callID, _ := stringValue(d, lookup(d, item.start, "call_id"))
+	c, closed := s.findItem(callID, itemID, oi)
+	if closed {
 		return nil
 	}
-	c := s.calls[key]
 	if c == nil {
-		return emit(ev)
+		// A finished item whose header never came: deliver it whole, so the
+		// client never sees the raw function call.
+		id, ok := s.converted(d, item)
+		if !ok || s.failed {
+			return emit(ev)
+		}
+		return s.deliver(d, item, id, itemID, oi, callID, emit)
 	}
 	if !c.inputDone {
-		var args []byte
-		if a := lookup(d, item.start, "arguments"); a.start >= 0 && d[a.start] == '"' {
-			args = unescapeJSON(nil, d[a.start+1:a.end-1])
-		}
-		if err := s.finishInput(c, args, d, emit); err != nil {
+		if err := s.finishInput(c, itemArgs(d, item), d, emit); err != nil {
 			return err
 		}
 	}
-	delete(s.calls, key)
-	s.done[c.itemID] = c.final
+	s.close(c, c.final)
 	s.x.Restored++
 	repl := restoredItem(nil, d, item, c.id, c.final)
 	return emit(&Event{Name: ev.Name, Data: spliceOne(d, item, repl)})
+}
+
+// deliver sends a converted call that the stream never opened, or opened
+// but never finished, as the item events a client expects: added (unless
+// already sent), the input, its done event, and output_item.done.
+func (s *customStream) deliver(d []byte, item span, id ident, itemID string, oi []byte, callID string, emit Emit) error {
+	c := s.newCall(id, itemID, oi, callID)
+	s.x.Decide(id.String(), "restore_call", "finished item of a converted custom tool")
+	if err := emit(s.itemEvent(d, "response.output_item.added", c.outputIndex, restoredItem(nil, d, item, id, []byte{}))); err != nil {
+		return err
+	}
+	return s.complete(c, d, item, emit)
+}
+
+func (s *customStream) complete(c *customCall, d []byte, item span, emit Emit) error {
+	if err := s.finishInput(c, itemArgs(d, item), d, emit); err != nil {
+		return err
+	}
+	s.close(c, c.final)
+	s.x.Restored++
+	return emit(s.itemEvent(d, "response.output_item.done", c.outputIndex, restoredItem(nil, d, item, c.id, c.final)))
 }
 
 // responseEvent rewrites the response object carried by lifecycle events.
 // On response.completed, converted calls the stream never delivered as items
 // are completed from the final output first, so the client, which takes
 // items from output_item.done, does not lose them.
-func (s *customStream) responseEvent(ev *Event, emit Emit, terminalFailure bool) error {
-	d := ev.Data
+func (s *customStream) responseEvent(ev *Event, d []byte, emit Emit, terminalFailure bool) error {
 	resp := lookup(d, 0, "response")
 	if resp.start < 0 || d[resp.start] != '{' {
 		return emit(ev)
@@ -1010,7 +1119,17 @@ func (s *customStream) responseEvent(ev *Event, emit Emit, terminalFailure bool)
 			return err
 		}
 	}
-	edits := s.t.restoreResponseObject(s.x, d, resp, s.done, terminalFailure)
+	done := func(callID, itemID string, pos int) ([]byte, bool) {
+		keys := callKeys(itemID, []byte(strconv.Itoa(pos)), callID)
+		slices.Reverse(keys) // call id first: it is the one key unique per call
+		for _, k := range keys {
+			if in, ok := s.done[k]; ok {
+				return in, true
+			}
+		}
+		return nil, false
+	}
+	edits := s.t.restoreResponseObject(s.x, d, resp, done, terminalFailure)
 	if len(edits) == 0 {
 		return emit(ev)
 	}
@@ -1018,52 +1137,34 @@ func (s *customStream) responseEvent(ev *Event, emit Emit, terminalFailure bool)
 }
 
 // completeMissing emits the item events for converted calls that appear in
-// response.completed's output but were never finished on the stream.
+// response.completed's output but were never finished on the stream. The
+// output position is the call's output_index.
 func (s *customStream) completeMissing(d []byte, resp span, emit Emit) error {
 	out := lookup(d, resp.start, "output")
 	if out.start < 0 {
 		return nil
 	}
-	idx := -1
+	pos := -1
 	var err error
 	eachElement(d, out.start, func(el span) bool {
-		idx++
-		if !isString(d, lookup(d, el.start, "type"), "function_call") {
-			return true
-		}
-		var g [3]span
-		objectFields(d, el.start, []string{"name", "namespace", "id"}, g[:])
-		name, _ := stringValue(d, g[0])
-		ns, _ := stringValue(d, g[1])
-		itemID, _ := stringValue(d, g[2])
-		if _, finished := s.done[itemID]; finished {
-			return true
-		}
-		id, ok := s.t.resolve(s.rec, ns, name)
+		pos++
+		id, ok := s.converted(d, el)
 		if !ok {
 			return true
 		}
-		oi := []byte(strconv.Itoa(idx))
-		key := itemKey(itemID, oi)
-		c := s.calls[key]
-		if c == nil {
-			c = &customCall{id: id, itemID: itemID, outputIndex: oi}
-			added := s.itemEvent(d, "response.output_item.added", oi, restoredItem(nil, d, el, id, []byte{}))
-			if err = emit(added); err != nil {
-				return false
-			}
+		var g [2]span
+		objectFields(d, el.start, []string{"id", "call_id"}, g[:])
+		itemID, _ := stringValue(d, g[0])
+		callID, _ := stringValue(d, g[1])
+		oi := []byte(strconv.Itoa(pos))
+		switch c, closed := s.findItem(callID, itemID, oi); {
+		case closed:
+			// settled, or dropped: nothing to add
+		case c != nil:
+			err = s.complete(c, d, el, emit)
+		default:
+			err = s.deliver(d, el, id, itemID, oi, callID, emit)
 		}
-		var args []byte
-		if a := lookup(d, el.start, "arguments"); a.start >= 0 && d[a.start] == '"' {
-			args = unescapeJSON(nil, d[a.start+1:a.end-1])
-		}
-		if err = s.finishInput(c, args, d, emit); err != nil {
-			return false
-		}
-		delete(s.calls, key)
-		s.done[itemID] = c.final
-		s.x.Restored++
-		err = emit(s.itemEvent(d, "response.output_item.done", oi, restoredItem(nil, d, el, id, c.final)))
 		return err == nil
 	})
 	return err

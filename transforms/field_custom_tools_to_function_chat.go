@@ -202,6 +202,7 @@ type chatStream struct {
 	order      []chatKey        // open calls in arrival order, for deterministic output
 	meta       []byte           // id/created/model of the last chunk, for synthesized chunks
 	dropped    map[chatKey]bool // calls abandoned mid-way; their fragments are swallowed
+	native     map[chatKey]bool // calls known to be native; their fragments pass
 	buf        []byte
 }
 
@@ -232,6 +233,13 @@ func (t *customTools) newChatStream(x *Exchange, r *customRecord) StreamTransfor
 
 var doneData = []byte("[DONE]")
 
+func (s *chatStream) markNative(key chatKey) {
+	if s.native == nil {
+		s.native = map[chatKey]bool{}
+	}
+	s.native[key] = true
+}
+
 func (s *chatStream) Event(ev *Event, emit Emit) error {
 	d := bytes.TrimSpace(ev.Data)
 	if bytes.Equal(d, doneData) {
@@ -243,7 +251,7 @@ func (s *chatStream) Event(ev *Event, emit Emit) error {
 	if len(d) == 0 || d[0] != '{' {
 		return emit(ev)
 	}
-	if lookup(d, 0, "error").start >= 0 {
+	if e := lookup(d, 0, "error"); e.start >= 0 && !isNull(d, e) {
 		s.abandon("upstream error object")
 		return emit(ev)
 	}
@@ -304,13 +312,33 @@ func (s *chatStream) chunk(ev *Event, d []byte, emit Emit) error {
 		objectFields(d, ch.start, []string{"index", "delta", "finish_reason"}, f[:])
 		choice, _ := parseIndex(d, f[0])
 		finish := f[2].start >= 0 && !isNull(d, f[2])
+		length := isString(d, f[2], "length")
+		if f[1].start < 0 || d[f[1].start] != '{' {
+			// No delta object (absent or null): only a finishing choice has
+			// anything to add, the rest of its converted calls.
+			empty = false
+			if !finish {
+				return true
+			}
+			rest, any := s.finishChoice(choice, length)
+			if !any || len(rest) == 0 {
+				touched = touched || any
+				return true
+			}
+			touched = true
+			obj := appendToolCalls([]byte(`{`), rest)
+			obj = append(obj, '}')
+			if f[1].start >= 0 {
+				edits = append(edits, edit{f[1].start, f[1].end, obj})
+			} else {
+				member := append([]byte(`"delta":`), obj...)
+				edits = append(edits, edit{ch.start + 1, ch.start + 1, append(member, ',')})
+			}
+			return true
+		}
 		var delta []byte
 		var changed bool
-		if f[1].start >= 0 && d[f[1].start] == '{' {
-			delta, changed, err = s.delta(d, f[1], choice, finish, isString(d, f[2], "length"))
-		} else if finish {
-			delta, changed, err = s.finishOnly(choice, isString(d, f[2], "length"))
-		}
+		delta, changed, err = s.delta(d, f[1], choice, finish, length)
 		if err != nil {
 			return false
 		}
@@ -322,12 +350,7 @@ func (s *chatStream) chunk(ev *Event, d []byte, emit Emit) error {
 		if finish || !bytes.Equal(delta, []byte("{}")) {
 			empty = false
 		}
-		if f[1].start >= 0 {
-			edits = append(edits, edit{f[1].start, f[1].end, delta})
-		} else {
-			// no delta member: add one as the choice's first member
-			edits = append(edits, edit{ch.start + 1, ch.start + 1, delta})
-		}
+		edits = append(edits, edit{f[1].start, f[1].end, delta})
 		return true
 	})
 	if err != nil {
@@ -410,33 +433,22 @@ func (s *chatStream) delta(d []byte, ds span, choice int64, finish, length bool)
 		return true
 	})
 	if len(entries) > 0 {
-		w.key("tool_calls")
-		w.b = append(w.b, '[')
-		for i, e := range entries {
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.b = append(w.b, e...)
-		}
-		w.b = append(w.b, ']')
+		w.sep()
+		w.b = appendToolCalls(w.b, entries)
 	}
 	return w.close(), true, nil
 }
 
-// finishOnly handles a finishing choice whose chunk has no delta member.
-func (s *chatStream) finishOnly(choice int64, length bool) ([]byte, bool, error) {
-	rest, any := s.finishChoice(choice, length)
-	if !any {
-		return nil, false, nil
-	}
-	b := []byte(`"delta":{"tool_calls":[`)
-	for i, e := range rest {
+// appendToolCalls appends a "tool_calls" member holding entries.
+func appendToolCalls(b []byte, entries [][]byte) []byte {
+	b = append(b, `"tool_calls":[`...)
+	for i, e := range entries {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, e...)
 	}
-	return append(b, "]},"...), true, nil
+	return append(b, ']')
 }
 
 // entry handles one tool_calls fragment. mine reports that the fragment
@@ -456,6 +468,9 @@ func (s *chatStream) entry(d []byte, el span, choice int64) (out []byte, mine bo
 	if s.dropped[key] {
 		return nil, true, nil
 	}
+	if s.native[key] {
+		return nil, false, nil
+	}
 	var name string
 	var frag []byte
 	if f[2].start >= 0 && d[f[2].start] == '{' {
@@ -472,6 +487,9 @@ func (s *chatStream) entry(d []byte, el span, choice int64) (out []byte, mine bo
 	}
 	if p := s.pending[key]; p != nil {
 		p.args = append(p.args, frag...)
+		if err := s.checkHeld(p); err != nil {
+			return nil, true, err
+		}
 		if name == "" {
 			return nil, true, nil
 		}
@@ -489,16 +507,30 @@ func (s *chatStream) entry(d []byte, el span, choice int64) (out []byte, mine bo
 		// which tool it is.
 		p := &chatPending{id: bytes.Clone(d[f[1].start:f[1].end]), args: bytes.Clone(frag)}
 		s.pending[key] = p
-		return nil, true, nil
+		return nil, true, s.checkHeld(p)
 	}
 	var rawID []byte
 	if f[1].start >= 0 {
 		rawID = d[f[1].start:f[1].end]
 	}
 	if _, conv := s.t.resolve(s.rec, "", name); !conv {
+		// Native: its later fragments pass untouched even when they repeat
+		// the id without the name.
+		s.markNative(key)
 		return nil, false, nil
 	}
 	return s.open(key, name, rawID, frag, nil)
+}
+
+// checkHeld applies max_call_buffer to fragments held without a name.
+func (s *chatStream) checkHeld(p *chatPending) error {
+	limit := s.x.Limits.MaxCallBuffer
+	if limit <= 0 || len(p.args) <= limit {
+		return nil
+	}
+	s.abandon("held arguments exceed max_call_buffer")
+	return &StreamAbort{Code: "max_call_buffer_exceeded",
+		Message: "the arguments of an unnamed tool call exceed the gateway's max_call_buffer of " + strconv.Itoa(limit) + " bytes"}
 }
 
 // open starts a converted call, or replays a held fragment as it was when
@@ -508,6 +540,7 @@ func (s *chatStream) open(key chatKey, name string, rawID, args []byte, held *ch
 	if !ok {
 		// A native call after all: hand out what was held, merged into one
 		// ordinary fragment.
+		s.markNative(key)
 		b := entryHead(key, rawID)
 		b = append(b, `,"type":"function","function":{"name":`...)
 		b = appendJSONString(b, name)
@@ -592,12 +625,12 @@ func (s *chatStream) finishChoice(choice int64, length bool) ([][]byte, bool) {
 		}
 		any = true
 		delete(s.calls, key)
-		s.x.Restored++
 		s.x.CallBuffered(len(c.dec.Raw()))
 		if length {
 			s.x.Decide(c.id.String(), "drop_partial_call", "finish_reason length cut the call short")
 			continue
 		}
+		s.x.Restored++
 		final := finalInput(c.id, c.dec.Raw())
 		if rest, ok := bytes.CutPrefix(final, c.emitted); ok && len(rest) > 0 {
 			out = append(out, inputFragment(key, rest))
@@ -651,14 +684,9 @@ func (s *chatStream) flushAll(emit Emit) error {
 		b = append(b, s.meta...)
 		b = append(b, `,"choices":[{"index":`...)
 		b = strconv.AppendInt(b, choice, 10)
-		b = append(b, `,"delta":{"tool_calls":[`...)
-		for i, e := range rest {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, e...)
-		}
-		b = append(b, `]},"finish_reason":null}]}`...)
+		b = append(b, `,"delta":{`...)
+		b = appendToolCalls(b, rest)
+		b = append(b, `},"finish_reason":null}]}`...)
 		if err := emit(&Event{Data: b}); err != nil {
 			return err
 		}

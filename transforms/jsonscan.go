@@ -231,9 +231,7 @@ type member struct {
 	value span
 }
 
-// keyIs reports whether the member's key literal equals the unescaped name.
-// Keys we look for are plain ASCII, so an escaped key never matches; that is
-// the conservative choice (the member is then treated as unknown and kept).
+// keyIs reports whether the member's key, unescaped, equals name.
 func (m member) keyIs(doc []byte, name string) bool { return keyIs(doc, m.key, name) }
 
 // stopWalk is returned by a walk callback, and then by the walk, to end a
@@ -317,9 +315,18 @@ func walkElements(doc []byte, start int, fn func(value int) int) int {
 	return -1
 }
 
-// keyIs reports whether the key literal at k equals name.
+// keyIs reports whether the key literal at k, once unescaped, equals name.
+// Escaped keys are rare, but a model that writes "\u0069nput" means input,
+// and the streaming decoder reads it that way too.
 func keyIs(doc []byte, k span, name string) bool {
-	return k.end-k.start == len(name)+2 && string(doc[k.start+1:k.end-1]) == name
+	body := doc[k.start+1 : k.end-1]
+	if len(body) == len(name) && string(body) == name {
+		return true
+	}
+	if len(body) <= len(name) || bytes.IndexByte(body, '\\') < 0 {
+		return false
+	}
+	return string(unescapeJSON(nil, body)) == name
 }
 
 // eachMember calls fn for every member of the object starting at doc[start]
