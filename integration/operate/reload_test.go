@@ -16,7 +16,9 @@ import (
 // genConfig is config A or B of the reload test, in JSON as operators push
 // it through the admin API. A converts apply_patch and tags requests
 // gen=A; B converts only exec, so apply_patch passes through, and tags
-// gen=B. The handler carries an @id, as PATCH users would give it.
+// gen=B. The handler carries an @id, as PATCH users would give it. A 10 s
+// grace period, as production configs should set, lets stopping servers
+// finish what they accepted.
 func genConfig(gen, up string) string {
 	names := `["apply_patch"]`
 	if gen == "B" {
@@ -26,7 +28,7 @@ func genConfig(gen, up string) string {
 	"admin": {"listen": "` + adminAddr + `"},
 	"apps": {
 		"llm_transform": {"rules": [{"transform": "field_set", "config": {"path": "gen", "value": "` + gen + `"}}]},
-		"http": {"http_port": 9180, "https_port": 9543, "grace_period": 1, "servers": {"gw": {
+		"http": {"http_port": 9180, "https_port": 9543, "grace_period": 10000000000, "servers": {"gw": {
 			"listen": [":9180"],
 			"automatic_https": {"disable": true},
 			"routes": [{"handle": [
