@@ -12,10 +12,15 @@ var chunkSizes = []int{1, 7, 4096}
 // output each time, and returns it.
 func streamCase(t *testing.T, rules, request, upstream string) string {
 	t.Helper()
+	return replayAll(t, func() *Exchange { return exchangeAfter(t, rules, request) }, upstream)
+}
+
+// replayAll runs upstream through a fresh exchange per chunk size.
+func replayAll(t *testing.T, fresh func() *Exchange, upstream string) string {
+	t.Helper()
 	var first string
 	for i, n := range chunkSizes {
-		x := exchangeAfter(t, rules, request)
-		got := replay(t, x, upstream, n)
+		got := replay(t, fresh(), upstream, n)
 		if i == 0 {
 			first = got
 		} else if got != first {
