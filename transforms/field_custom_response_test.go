@@ -102,3 +102,16 @@ func TestUnwrapArgs(t *testing.T) {
 		}
 	}
 }
+
+// Codex's Responses-lite mode puts every tool in the "functions" namespace,
+// while history calls may name none: the un-namespaced call the upstream
+// returns belongs to the one converted definition of that name.
+func TestResponseNamespacedDefinitionWithBareHistory(t *testing.T) {
+	req := `{"tools":[{"type":"namespace","name":"functions","tools":[{"type":"custom","name":"apply_patch"}]}],"input":[{"type":"custom_tool_call","call_id":"h","name":"apply_patch","input":"x"}]}`
+	x := exchangeAfter(t, `[{"transform":"field_custom_tools_to_function"}]`, req)
+	out, err := x.RewriteResponse([]byte(`{"output":[{"type":"function_call","call_id":"c","name":"apply_patch","arguments":"{\"input\":\"*** Begin Patch\\n*** Delete File: a\\n*** End Patch\"}"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, out, `{"output":[{"type":"custom_tool_call","call_id":"c","name":"apply_patch","input":"*** Begin Patch\n*** Delete File: a\n*** End Patch\n","namespace":"functions"}]}`)
+}

@@ -126,10 +126,24 @@ func (t *customTools) resolve(r *customRecord, ns, name string) (ident, bool) {
 		return id, r.converted[id]
 	}
 	cands := r.known[name]
-	if len(cands) != 1 || !r.converted[cands[0]] {
-		return ident{}, false
+	if len(cands) == 1 {
+		return cands[0], r.converted[cands[0]]
 	}
-	return cands[0], true
+	// History items may carry a tool without the namespace its definition
+	// sits in (Codex's Responses-lite puts every tool in "functions"). Then
+	// the definitions decide: exactly one converted definition of that name,
+	// and no native tool sharing it.
+	var def ident
+	defs := 0
+	for _, c := range cands {
+		if !r.converted[c] {
+			return ident{}, false
+		}
+		if r.fromDescriptor[c] {
+			def, defs = c, defs+1
+		}
+	}
+	return def, defs == 1
 }
 
 // --- request side ---------------------------------------------------------
