@@ -285,9 +285,24 @@ func jsonConfig(up string, names ...string) string {
 
 func adminPost(t *testing.T, path, contentType, body string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, "http://"+adminAddr+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", contentType)
-	resp, err := http.DefaultClient.Do(req)
+	adminDo(t, http.MethodPost, path, contentType, body)
+}
+
+// adminDo sends an admin request and fails on anything but 200. Each
+// successful load restarts Caddy's admin server; a request that races the
+// old one's shutdown is refused at the transport level and sent again.
+func adminDo(t *testing.T, method, path, contentType, body string) {
+	t.Helper()
+	var resp *http.Response
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		req, _ := http.NewRequest(method, "http://"+adminAddr+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", contentType)
+		if resp, err = http.DefaultClient.Do(req); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,13 +338,7 @@ func TestHotReloadChangesConvertedTools(t *testing.T) {
 		t.Fatalf("after POST /load: %s", got)
 	}
 	// A PATCH through the handler's @id swaps only its rules.
-	req, _ := http.NewRequest(http.MethodPatch, "http://"+adminAddr+"/id/llm_rules/rules", strings.NewReader(`[{"transform":"field_custom_tools_to_function","config":{"names":["exec"]}}]`))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("PATCH: %v %v", err, resp)
-	}
-	resp.Body.Close()
+	adminDo(t, http.MethodPatch, "/id/llm_rules/rules", "application/json", `[{"transform":"field_custom_tools_to_function","config":{"names":["exec"]}}]`)
 	if got := strings.Join(send(), ","); got != "apply_patch:custom,exec:function" {
 		t.Fatalf("after PATCH: %s", got)
 	}

@@ -76,14 +76,25 @@ var fresh = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Ti
 // adminDo sends a request to the admin endpoint and returns status and body.
 func adminDo(t *testing.T, method, path, contentType, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, "http://"+adminAddr+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
+	var resp *http.Response
+	var err error
+	// Each successful load restarts Caddy's admin server; a request that
+	// races the old one's shutdown is refused at the transport level, not
+	// answered, and is safe to send again.
+	for attempt := 0; attempt < 5; attempt++ {
+		var req *http.Request
+		req, err = http.NewRequest(method, "http://"+adminAddr+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		if resp, err = fresh.Do(req); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := fresh.Do(req)
 	if err != nil {
 		t.Fatalf("admin %s %s: %v", method, path, err)
 	}
