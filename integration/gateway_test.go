@@ -319,6 +319,9 @@ func TestHotReloadChangesConvertedTools(t *testing.T) {
 	defer srv.Close()
 	up := strings.TrimPrefix(srv.URL, "http://")
 	tester := caddytest.NewTester(t)
+	// A reload closes the old server's idle connections; a POST on a kept-
+	// alive one would fail in the client, so every request dials anew.
+	tester.Client.Transport.(*http.Transport).DisableKeepAlives = true
 	tester.InitServer(jsonConfig(up, "apply_patch"), "json")
 
 	body := `{"model":"m","tools":[{"type":"custom","name":"apply_patch"},{"type":"custom","name":"exec"}]}`
