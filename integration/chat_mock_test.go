@@ -94,7 +94,7 @@ func TestChatMockUpstreamRoundTrip(t *testing.T) {
 	startGateway(t, `		rule field_custom_tools_to_function {
 			names *
 		}`, strings.TrimPrefix(srv.URL, "http://"))
-	client := openai.NewClient(option.WithBaseURL(gatewayURL+"/v1/"), option.WithAPIKey("k"), option.WithMaxRetries(0))
+	client := sdkClient()
 
 	// Non-streaming: the SDK sees the custom call and the native one.
 	var resp openai.ChatCompletion

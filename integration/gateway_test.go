@@ -67,8 +67,11 @@ func strictUpstream(t *testing.T) (*caddymodule.DemoUpstream, string) {
 	return demo, strings.TrimPrefix(srv.URL, "http://")
 }
 
+// sdkClient is the official SDK pointed at the gateway. Tests reload Caddy
+// between them, which closes idle connections, so it never reuses one.
 func sdkClient() openai.Client {
-	return openai.NewClient(option.WithBaseURL(gatewayURL+"/v1/"), option.WithAPIKey("test-key"), option.WithMaxRetries(0))
+	return openai.NewClient(option.WithBaseURL(gatewayURL+"/v1/"), option.WithAPIKey("test-key"), option.WithMaxRetries(0),
+		option.WithHTTPClient(&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}))
 }
 
 func codexLikeParams() responses.ResponseNewParams {
