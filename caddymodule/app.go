@@ -36,7 +36,8 @@ type App struct {
 	// Default: ["authorization", "x-api-key"].
 	KeySources []string `json:"key_sources,omitempty"`
 
-	keys []apiKey
+	global []*transforms.Rule
+	keys   []apiKey
 }
 
 // APIKeyRules is the rules of one caller key. The key itself is never
@@ -53,7 +54,7 @@ type APIKeyRules struct {
 type apiKey struct {
 	sum   [sha256.Size]byte
 	label string // "api_key " + hash prefix: how the key shows in messages
-	rules []transforms.RuleConfig
+	compiled []*transforms.Rule
 }
 
 // CaddyModule returns the Caddy module information.
@@ -68,11 +69,12 @@ func (App) CaddyModule() caddy.ModuleInfo {
 // enough to tell keys apart, far too little to test guesses offline.
 const hashPrefixLen = 12
 
-// Provision decodes the key hashes and compiles every rule once, so a
-// transform used in a scope it does not support fails the config load even
-// when no handler uses the app yet.
-func (a *App) Provision(caddy.Context) error {
-	if _, err := transforms.Compile(a.Rules, transforms.ScopeGlobal, "global"); err != nil {
+// Provision decodes the key hashes and compiles every rule once, for all
+// handlers, so a transform used in a scope it does not support fails the
+// config load even when no handler uses the app yet.
+func (a *App) Provision(ctx caddy.Context) error {
+	var err error
+	if a.global, err = transforms.Compile(ctx, a.Rules, transforms.ScopeGlobal, "global"); err != nil {
 		return err
 	}
 	seen := map[[sha256.Size]byte]bool{}
@@ -82,13 +84,13 @@ func (a *App) Provision(caddy.Context) error {
 		if err != nil || len(b) != sha256.Size {
 			return fmt.Errorf("api_keys[%d]: key_sha256 must be 64 hex digits", i)
 		}
-		key := apiKey{label: "api_key " + h[:hashPrefixLen], rules: k.Rules}
+		key := apiKey{label: "api_key " + h[:hashPrefixLen]}
 		copy(key.sum[:], b)
 		if seen[key.sum] {
 			return fmt.Errorf("%s: the same key is configured twice", key.label)
 		}
 		seen[key.sum] = true
-		if _, err := transforms.Compile(k.Rules, transforms.ScopeAPIKey, key.label); err != nil {
+		if key.compiled, err = transforms.Compile(ctx, k.Rules, transforms.ScopeAPIKey, key.label); err != nil {
 			return err
 		}
 		a.keys = append(a.keys, key)

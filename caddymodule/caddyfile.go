@@ -1,9 +1,9 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -40,12 +40,13 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		rule <transform> [request|response] {
 //			enabled true|false
 //			models  <glob>...
-//			<option> <values>...
+//			<the transform's own options>
 //		}
 //	}
 //
-// A rule without a phase acts on requests and responses. Options are the
-// transform's JSON config keys, e.g. `names apply_patch exec`.
+// A rule without a phase acts on requests and responses. Each transform
+// documents its own options, e.g. `names apply_patch exec` for
+// field_custom_tools_to_function; options may open blocks of their own.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
 	if d.NextArg() {
@@ -85,7 +86,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.Explain = v
 		case "rule":
-			rc, err := UnmarshalRule(d, len(h.Rules))
+			rc, err := unmarshalRule(d, len(h.Rules))
 			if err != nil {
 				return err
 			}
@@ -163,7 +164,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 		case "rule":
-			rc, err := UnmarshalRule(d, len(a.Rules))
+			rc, err := unmarshalRule(d, len(a.Rules))
 			if err != nil {
 				return fmt.Errorf("global %w", err)
 			}
@@ -187,7 +188,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				if d.Val() != "rule" {
 					return d.Errf("api_key %d: unrecognized option %q", index, d.Val())
 				}
-				rc, err := UnmarshalRule(d, len(k.Rules))
+				rc, err := unmarshalRule(d, len(k.Rules))
 				if err != nil {
 					return fmt.Errorf("api_key %d %w", index, err)
 				}
@@ -201,19 +202,23 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-// UnmarshalRule parses one `rule <transform> [phase] { ... }` block, with
-// the dispenser on the `rule` token. index names the rule in errors. The
-// global options block uses it too.
-func UnmarshalRule(d *caddyfile.Dispenser, index int) (transforms.RuleConfig, error) {
+// unmarshalRule parses one `rule <transform> [request|response] { ... }`
+// block, with the dispenser on the `rule` token; index names the rule in
+// errors. enabled and models belong to every rule; every other line of the
+// block is the transform's own, and goes to the transform module's
+// UnmarshalCaddyfile as `<transform> { <its lines> }`, as Caddy hands
+// blocks to sub-modules.
+func unmarshalRule(d *caddyfile.Dispenser, index int) (transforms.RuleConfig, error) {
 	var rc transforms.RuleConfig
 	if !d.NextArg() {
 		return rc, d.ArgErr()
 	}
 	rc.Transform = d.Val()
+	head := d.Token()
 	name := "rule " + strconv.Itoa(index) + " (" + rc.Transform + ")"
-	def, ok := transforms.Lookup(rc.Transform)
-	if !ok {
-		return rc, d.Errf("%s: unknown transform %q", name, rc.Transform)
+	id := string(transforms.ModuleID(rc.Transform))
+	if _, err := caddy.GetModule(id); err != nil {
+		return rc, d.Errf("%s: unknown transform %q (known: %s)", name, rc.Transform, strings.Join(transforms.Names(), ", "))
 	}
 	if d.NextArg() {
 		rc.Phase = d.Val()
@@ -224,85 +229,54 @@ func UnmarshalRule(d *caddyfile.Dispenser, index int) (transforms.RuleConfig, er
 			return rc, d.ArgErr()
 		}
 	}
-	opts := map[string]any{}
+	own := caddyfile.Segment{head}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		key := d.Val()
-		args := d.RemainingArgs()
-		switch key {
+		switch d.Val() {
 		case "enabled":
-			if len(args) != 1 {
+			if rc.Enabled != nil {
+				return rc, d.Errf("%s: enabled already specified", name)
+			}
+			var arg string
+			if !d.Args(&arg) || d.NextArg() {
 				return rc, d.Errf("%s: enabled takes true or false", name)
 			}
-			v, err := strconv.ParseBool(args[0])
+			v, err := strconv.ParseBool(arg)
 			if err != nil {
 				return rc, d.Errf("%s: enabled: %v", name, err)
 			}
 			rc.Enabled = &v
-			continue
 		case "models":
-			if len(args) == 0 {
+			if rc.Models != nil {
+				return rc, d.Errf("%s: models already specified", name)
+			}
+			if rc.Models = d.RemainingArgs(); len(rc.Models) == 0 {
 				return rc, d.Errf("%s: models needs at least one glob", name)
 			}
-			rc.Models = append(rc.Models, args...)
-			continue
+		default:
+			if len(own) == 1 {
+				open := head
+				open.Text = "{"
+				own = append(own, open)
+			}
+			own = append(own, d.NextSegment()...)
 		}
-		kind, ok := def.Options[key]
-		if !ok {
-			return rc, d.Errf("%s: unknown option %q", name, key)
-		}
-		v, err := optionValue(kind, args)
-		if err != nil {
-			return rc, d.Errf("%s: %s: %v", name, key, err)
-		}
-		opts[key] = v
 	}
-	if len(opts) > 0 {
-		raw, err := json.Marshal(opts)
-		if err != nil {
-			return rc, err
-		}
-		rc.Config = raw
+	if len(own) == 1 {
+		return rc, nil
 	}
+	end := head
+	end.Text = "}"
+	end.Line = own[len(own)-1].Line + 1
+	own = append(own, end)
+	sub := caddyfile.NewDispenser(own)
+	sub.Next() // UnmarshalModule takes the segment from the current token
+	mod, err := caddyfile.UnmarshalModule(sub, id)
+	if err != nil {
+		return rc, fmt.Errorf("%s: %w", name, err)
+	}
+	rc.Config = caddyconfig.JSON(mod, nil)
 	return rc, nil
 }
-
-func optionValue(kind transforms.OptionKind, args []string) (any, error) {
-	switch kind {
-	case transforms.OptionStrings:
-		if len(args) == 0 {
-			return nil, errArgs("at least one value")
-		}
-		return args, nil
-	case transforms.OptionString:
-		if len(args) != 1 {
-			return nil, errArgs("exactly one value")
-		}
-		return args[0], nil
-	case transforms.OptionBool:
-		if len(args) != 1 {
-			return nil, errArgs("true or false")
-		}
-		return strconv.ParseBool(args[0])
-	case transforms.OptionInt:
-		if len(args) != 1 {
-			return nil, errArgs("one integer")
-		}
-		return strconv.Atoi(args[0])
-	case transforms.OptionJSON:
-		if len(args) != 1 {
-			return nil, errArgs("exactly one value")
-		}
-		if json.Valid([]byte(args[0])) {
-			return json.RawMessage(args[0]), nil
-		}
-		return args[0], nil
-	}
-	return nil, errArgs("a known option kind")
-}
-
-type errArgs string
-
-func (e errArgs) Error() string { return "expected " + string(e) }
 
 // Interface guards
 var (

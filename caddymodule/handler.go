@@ -54,10 +54,11 @@ type Handler struct {
 	// event whose code is max_call_buffer_exceeded. Default: 8 MiB.
 	MaxCallBuffer int64 `json:"max_call_buffer,omitempty"`
 
-	// Rules run in list order on requests and on responses, each seeing the
-	// output of the one before. They are the provider scope: they run
-	// before the global rules and the rules of the caller's API key from
-	// the llm_transform app.
+	// The rules of this handler, the provider scope. Requests go through
+	// them in list order, then through the global rules and the rules of
+	// the caller's API key from the llm_transform app; responses come back
+	// through the same rules in reverse, so each rule undoes its own work
+	// after every rule nearer the upstream has undone theirs.
 	Rules []transforms.RuleConfig `json:"rules,omitempty"`
 
 	// Explain adds an X-LLM-Transform-Explain response header that sums up
@@ -123,26 +124,21 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.MaxCallBuffer = defaultMaxCallBuffer
 	}
 	var err error
-	if h.provider, err = transforms.Compile(h.Rules, transforms.ScopeProvider, ""); err != nil {
+	if h.provider, err = transforms.Compile(ctx, h.Rules, transforms.ScopeProvider, ""); err != nil {
 		return err
 	}
 	// The app exists only when the config has an llm_transform app; asking
-	// for it otherwise would instantiate an empty one for nothing.
+	// for it otherwise would instantiate an empty one for nothing. It has
+	// compiled its rules once for every handler.
 	appIface, err := ctx.AppIfConfigured("llm_transform")
 	switch {
 	case err == nil:
 		app := appIface.(*App)
-		if h.global, err = transforms.Compile(app.Rules, transforms.ScopeGlobal, "global"); err != nil {
-			return err
-		}
+		h.global = app.global
 		h.keySources = app.KeySources
 		for _, k := range app.keys {
-			rules, err := transforms.Compile(k.rules, transforms.ScopeAPIKey, k.label)
-			if err != nil {
-				return err
-			}
-			h.keys = append(h.keys, keyChain{sum: k.sum, label: k.label, rules: rules,
-				chain: transforms.NewChain(h.provider, h.global, rules)})
+			h.keys = append(h.keys, keyChain{sum: k.sum, label: k.label, rules: k.compiled,
+				chain: transforms.NewChain(h.provider, h.global, k.compiled)})
 		}
 	case !errors.Is(err, caddy.ErrNotConfigured):
 		return err
@@ -255,6 +251,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// Deferred so that streams are counted when they end, also when the
 	// proxy aborts them with a panic.
 	defer observe(r, x)
+	x.SetUpstreamPath(r.URL.Path)
 	out, err := x.RewriteRequest(body)
 	if err != nil {
 		var te *transforms.Error
@@ -267,6 +264,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	if !sameBytes(out, body) {
 		setLeasedBody(r, out, lease)
+	}
+	if p := x.UpstreamPath(); p != r.URL.Path {
+		// A bridge changed the protocol and with it the endpoint;
+		// reverse_proxy forwards the request's own path.
+		r.URL.Path, r.URL.RawPath = p, ""
 	}
 	if !x.WantsResponse() {
 		return next.ServeHTTP(w, r)

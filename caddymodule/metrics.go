@@ -74,10 +74,10 @@ func observeExchange(x *transforms.Exchange) {
 		metrics.applications.WithLabelValues(a.Rule.TransformID(), a.Phase.String(), a.Rule.Scope().String()).Inc()
 	}
 	if x.Converted > 0 {
-		metrics.converted.WithLabelValues(x.Protocol.String()).Add(float64(x.Converted))
+		metrics.converted.WithLabelValues(x.ClientProtocol().String()).Add(float64(x.Converted))
 	}
 	if x.Restored > 0 {
-		metrics.restored.WithLabelValues(x.Protocol.String()).Add(float64(x.Restored))
+		metrics.restored.WithLabelValues(x.ClientProtocol().String()).Add(float64(x.Restored))
 	}
 	for _, n := range x.CallBuffers() {
 		metrics.buffered.WithLabelValues("tool_call").Observe(float64(n))

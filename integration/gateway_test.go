@@ -397,8 +397,8 @@ func TestErrorsAndPassthrough(t *testing.T) {
 func TestCaddyfileConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ rule, want string }{
 		{"rule nope", `rule 0 (nope): unknown transform \"nope\"`},
-		{"rule field_custom_tools_to_function {\n\t\t\tnmaes x\n\t\t}", `rule 0 (field_custom_tools_to_function): unknown option \"nmaes\"`},
-		{"rule field_custom_tools_to_function {\n\t\t\tnames \"\"\n\t\t}", `rule 0 (field_custom_tools_to_function): names: empty tool name`},
+		{"rule field_custom_tools_to_function {\n\t\t\tnmaes x\n\t\t}", `rule 0 (field_custom_tools_to_function): unrecognized option \"nmaes\"`},
+		{"rule field_custom_tools_to_function {\n\t\t\tnames \"\"\n\t\t}", `rule 0 (field_custom_tools_to_function): provision llm_transform.transforms.field_custom_tools_to_function: names: empty tool name`},
 		{"rule field_custom_tools_to_function sideways", `unknown phase \"sideways\"`},
 	} {
 		caddytest.AssertLoadError(t, globalOptions+`

@@ -2,35 +2,35 @@ package transforms
 
 import (
 	"bytes"
-	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2"
 )
 
 // Test-only transforms: one limited to the provider scope, and one whose
 // stream stage passes events, drops "drop" events, and aborts on "abort".
 func init() {
-	Register(Definition{
-		ID: "test_provider_only", Phases: PhaseRequest, Scopes: ScopeProvider,
-		New: func(json.RawMessage) (Transform, error) { return passTransform{}, nil },
-	})
-	Register(Definition{
-		ID: "test_stream_dropper", Phases: PhaseResponse, Scopes: AllScopes,
-		New: func(json.RawMessage) (Transform, error) { return dropTransform{}, nil },
-	})
+	caddy.RegisterModule(providerOnly{})
+	caddy.RegisterModule(dropTransform{})
 }
 
-type passTransform struct{}
+type providerOnly struct{}
 
-func (passTransform) RewriteRequest(_ *Exchange, b []byte) ([]byte, error)  { return b, nil }
-func (passTransform) RewriteResponse(_ *Exchange, b []byte) ([]byte, error) { return b, nil }
-func (passTransform) NewStream(*Exchange) StreamTransform                   { return nil }
-func (passTransform) WantsResponse(*Exchange) bool                          { return false }
+func (providerOnly) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: ModuleID("test_provider_only"), New: func() caddy.Module { return new(providerOnly) }}
+}
+func (providerOnly) RewriteRequest(_ *Exchange, b []byte) ([]byte, error) { return b, nil }
+func (providerOnly) Scopes() Scope                                        { return ScopeProvider }
 
-type dropTransform struct{ passTransform }
+type dropTransform struct{}
 
-func (dropTransform) NewStream(*Exchange) StreamTransform { return dropStage{} }
-func (dropTransform) WantsResponse(*Exchange) bool        { return true }
+func (dropTransform) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: ModuleID("test_stream_dropper"), New: func() caddy.Module { return new(dropTransform) }}
+}
+func (dropTransform) RewriteResponse(_ *Exchange, b []byte) ([]byte, error) { return b, nil }
+func (dropTransform) NewStream(*Exchange) StreamTransform                   { return dropStage{} }
+func (dropTransform) WantsResponse(*Exchange) bool                          { return true }
 
 type dropStage struct{}
 
@@ -48,7 +48,7 @@ func (dropStage) End(Emit) error { return nil }
 
 func TestUnsupportedScopeFailsAtLoad(t *testing.T) {
 	cfgs := []RuleConfig{{Transform: "test_provider_only"}}
-	if _, err := Compile(cfgs, ScopeProvider, ""); err != nil {
+	if _, err := Compile(testContext(t), cfgs, ScopeProvider, ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -59,7 +59,7 @@ func TestUnsupportedScopeFailsAtLoad(t *testing.T) {
 		{ScopeGlobal, "global", "global rule 0 (test_provider_only): transform does not support the global scope"},
 		{ScopeAPIKey, "api_key 1f2e3d4c5b6a", "api_key 1f2e3d4c5b6a rule 0 (test_provider_only): transform does not support the api_key scope"},
 	} {
-		if _, err := Compile(cfgs, tc.scope, tc.prefix); err == nil || err.Error() != tc.want {
+		if _, err := Compile(testContext(t), cfgs, tc.scope, tc.prefix); err == nil || err.Error() != tc.want {
 			t.Errorf("err = %v, want %q", err, tc.want)
 		}
 	}

@@ -152,12 +152,6 @@ func TestRequestResponses(t *testing.T) {
 			body:  `{"model":"gpt-5.5","tools":[{"type":"custom","name":"a"}]}`,
 			want:  `{"model":"gpt-5.5","tools":[{"type":"custom","name":"a"}]}`,
 		},
-		{
-			name:  "a response-only rule never converts",
-			rules: `[{"transform":"field_custom_tools_to_function","phase":"response","config":{"names":["*"]}}]`,
-			body:  `{"tools":[{"type":"custom","name":"a"}]}`,
-			want:  `{"tools":[{"type":"custom","name":"a"}]}`,
-		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -231,16 +225,21 @@ func TestRequestConflictRejectsBeforeMutation(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ rules, want string }{
 		{`[{"transform":"nope"}]`, `rule 0 (nope): unknown transform "nope"`},
-		{`[{"transform":"field_custom_tools_to_function","config":{"names":[""]}}]`, `rule 0 (field_custom_tools_to_function): names: empty tool name`},
-		{`[{"transform":"field_custom_tools_to_function","config":{"nmaes":["x"]}}]`, `rule 0 (field_custom_tools_to_function): config: json: unknown field "nmaes"`},
+		{`[{"transform":"field_custom_tools_to_function","config":{"names":[""]}}]`, `rule 0 (field_custom_tools_to_function): provision llm_transform.transforms.field_custom_tools_to_function: names: empty tool name`},
+		{`[{"transform":"field_custom_tools_to_function","config":{"nmaes":["x"]}}]`, `rule 0 (field_custom_tools_to_function): decoding module config: llm_transform.transforms.field_custom_tools_to_function: json: unknown field "nmaes"`},
 		{`[{"transform":"field_custom_tools_to_function","phase":"sideways"}]`, `rule 0 (field_custom_tools_to_function): unknown phase "sideways"`},
 		{`[{"transform":"field_custom_tools_to_function","models":[""]}]`, `rule 0 (field_custom_tools_to_function): empty model glob`},
+		// A lone phase would convert without restoring, or restore nothing.
+		{`[{"transform":"field_custom_tools_to_function","phase":"response"}]`, `rule 0 (field_custom_tools_to_function): phase response: the transform needs both phases: the request phase converts custom tools and only the response phase of the same rule turns the calls back into custom calls`},
+		{`[{"transform":"field_custom_tools_to_function","phase":"request"}]`, `rule 0 (field_custom_tools_to_function): phase request: the transform needs both phases`},
+		// Disabled rules are checked too.
+		{`[{"transform":"field_custom_tools_to_function","enabled":false,"config":{"names":[""]}}]`, `rule 0 (field_custom_tools_to_function): provision`},
 	} {
 		var cfgs []RuleConfig
 		if err := json.Unmarshal([]byte(tc.rules), &cfgs); err != nil {
 			t.Fatal(err)
 		}
-		_, err := Compile(cfgs, ScopeProvider, "")
+		_, err := Compile(testContext(t), cfgs, ScopeProvider, "")
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want prefix %q", tc.rules, err, tc.want)
 		}

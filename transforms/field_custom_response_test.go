@@ -45,8 +45,8 @@ func TestResponseWithoutRequestRecordIsUntouched(t *testing.T) {
 	for _, tc := range []struct{ rules, request string }{
 		// The request declared no custom tool, so the record is empty.
 		{wildcard, `{"model":"m","tools":[{"type":"function","name":"other"}]}`},
-		// A response-only rule never saw a request phase.
-		{`[{"transform":"field_custom_tools_to_function","phase":"response","config":{"names":["*"]}}]`, `{"model":"m","tools":[{"type":"custom","name":"patch"}]}`},
+		// The rule is scoped to other models.
+		{`[{"transform":"field_custom_tools_to_function","models":["other"],"config":{"names":["*"]}}]`, `{"model":"m","tools":[{"type":"custom","name":"patch"}]}`},
 	} {
 		x := exchangeAfter(t, tc.rules, tc.request)
 		out, err := x.RewriteResponse([]byte(body))

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
 // field_set writes one field of the request body: a model's default
@@ -14,31 +17,20 @@ import (
 // not an object is replaced by one. Everything else in the body keeps its
 // bytes, and a body that already holds the value is forwarded as it came.
 
-const fieldSetID = "field_set"
-
 func init() {
-	Register(Definition{
-		ID:     fieldSetID,
-		Phases: PhaseRequest,
-		// Operators set fields for an upstream (provider), for everyone
-		// (global) and per team (api_key) alike.
-		Scopes: AllScopes,
-		Options: map[string]OptionKind{
-			"path":  OptionString,
-			"value": OptionJSON,
-		},
-		New: newFieldSet,
-	})
+	caddy.RegisterModule(FieldSet{})
 }
 
-type fieldSetConfig struct {
-	// Path is the dot-separated member path, e.g. "reasoning.effort".
-	Path string `json:"path"`
-	// Value is the JSON value to write.
-	Value json.RawMessage `json:"value"`
-}
+// FieldSet writes one member of the request body: a model's default
+// reasoning effort, a metadata tag for a team's key, a service tier.
+// Operators use it per upstream, for everyone and per key alike.
+type FieldSet struct {
+	// The dot-separated path of the member to write, from the top level
+	// down, such as "reasoning.effort". Required.
+	Path string `json:"path,omitempty"`
+	// The JSON value to write. Required.
+	Value json.RawMessage `json:"value,omitempty"`
 
-type fieldSet struct {
 	path []string
 	// keys[i] is path[i] as a JSON string literal, compared with the key
 	// literals of the body as written.
@@ -49,25 +41,68 @@ type fieldSet struct {
 	members [][]byte
 	objects [][]byte
 	value   []byte
-	name    string
 }
 
-func newFieldSet(raw json.RawMessage) (Transform, error) {
-	var cfg fieldSetConfig
-	if err := DecodeConfig(raw, &cfg); err != nil {
-		return nil, err
+// CaddyModule returns the Caddy module information.
+func (FieldSet) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  ModuleID("field_set"),
+		New: func() caddy.Module { return new(FieldSet) },
 	}
-	if cfg.Path == "" {
-		return nil, fmt.Errorf("path: required")
+}
+
+// UnmarshalCaddyfile sets up the transform from its rule block. The value
+// is JSON when it parses as JSON and a string otherwise, so `value high`
+// means "high" and `value 3` means 3. Syntax:
+//
+//	rule field_set {
+//		path  <member.path>
+//		value <json-or-string>
+//	}
+func (t *FieldSet) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // transform name
+	for d.NextBlock(0) {
+		opt := d.Val()
+		var arg string
+		if !d.Args(&arg) || d.NextArg() {
+			return d.ArgErr()
+		}
+		switch opt {
+		case "path":
+			if t.Path != "" {
+				return d.Err("path already specified")
+			}
+			t.Path = arg
+		case "value":
+			if t.Value != nil {
+				return d.Err("value already specified")
+			}
+			if json.Valid([]byte(arg)) {
+				t.Value = json.RawMessage(arg)
+			} else {
+				t.Value, _ = json.Marshal(arg)
+			}
+		default:
+			return d.Errf("unrecognized option %q", opt)
+		}
 	}
-	if len(cfg.Value) == 0 {
-		return nil, fmt.Errorf("value: required")
+	return nil
+}
+
+// Provision precomputes the bytes the rewrite inserts.
+func (t *FieldSet) Provision(caddy.Context) error {
+	if t.Path == "" {
+		return fmt.Errorf("path: required")
+	}
+	if len(t.Value) == 0 {
+		return fmt.Errorf("value: required")
 	}
 	var v bytes.Buffer
-	if err := json.Compact(&v, cfg.Value); err != nil {
-		return nil, fmt.Errorf("value: %v", err)
+	if err := json.Compact(&v, t.Value); err != nil {
+		return fmt.Errorf("value: %v", err)
 	}
-	t := &fieldSet{path: strings.Split(cfg.Path, "."), value: v.Bytes(), name: cfg.Path}
+	t.value = v.Bytes()
+	t.path = strings.Split(t.Path, ".")
 	n := len(t.path)
 	t.keys = make([][]byte, n)
 	t.members = make([][]byte, n)
@@ -75,17 +110,17 @@ func newFieldSet(raw json.RawMessage) (Transform, error) {
 	t.objects[n] = t.value
 	for i := n - 1; i >= 0; i-- {
 		if t.path[i] == "" {
-			return nil, fmt.Errorf("path %q: empty member name", cfg.Path)
+			return fmt.Errorf("path %q: empty member name", t.Path)
 		}
 		t.keys[i] = appendJSONString(nil, t.path[i])
 		m := append(append(bytes.Clone(t.keys[i]), ':'), t.objects[i+1]...)
 		t.members[i] = m
 		t.objects[i] = append(append([]byte{'{'}, m...), '}')
 	}
-	return t, nil
+	return nil
 }
 
-func (t *fieldSet) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
+func (t *FieldSet) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		// Valid JSON that is not an object has no fields to set; anything
@@ -104,7 +139,7 @@ func (t *fieldSet) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 	if len(edits) == 0 {
 		return body, nil
 	}
-	x.Decide(t.name, "set_field", "field_set rule")
+	x.Decide(t.Path, "set_field", "field_set rule")
 	return x.applyEdits(body, edits), nil
 }
 
@@ -112,7 +147,7 @@ func (t *fieldSet) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 // doc[start], validating the object on the way, and returns the index just
 // past it (-1 when malformed). Every member named path[depth] is written,
 // so a body with a duplicated key cannot smuggle an old value past us.
-func (t *fieldSet) set(doc []byte, start, depth int, edits *[]edit) int {
+func (t *FieldSet) set(doc []byte, start, depth int, edits *[]edit) int {
 	last := depth == len(t.path)-1
 	key := t.keys[depth]
 	found := false
@@ -154,11 +189,9 @@ func (t *fieldSet) set(doc []byte, start, depth int, edits *[]edit) int {
 	return end
 }
 
-func (t *fieldSet) RewriteResponse(_ *Exchange, body []byte) ([]byte, error) { return body, nil }
-
-func (t *fieldSet) NewStream(*Exchange) StreamTransform { return nil }
-
-func (t *fieldSet) WantsResponse(*Exchange) bool { return false }
-
-// Interface guard
-var _ Transform = (*fieldSet)(nil)
+// Interface guards
+var (
+	_ caddy.Provisioner     = (*FieldSet)(nil)
+	_ caddyfile.Unmarshaler = (*FieldSet)(nil)
+	_ RequestRewriter       = (*FieldSet)(nil)
+)

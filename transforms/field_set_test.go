@@ -94,21 +94,21 @@ func TestFieldSetLeavesBodiesAlone(t *testing.T) {
 
 func TestFieldSetConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ config, want string }{
-		{`{"value":1}`, "rule 0 (field_set): path: required"},
-		{`{"path":"a"}`, "rule 0 (field_set): value: required"},
-		{`{"path":"a..b","value":1}`, `rule 0 (field_set): path "a..b": empty member name`},
-		{`{"path":"a","value":1,"vlaue":2}`, `rule 0 (field_set): config: json: unknown field "vlaue"`},
+		{`{"value":1}`, "rule 0 (field_set): provision llm_transform.transforms.field_set: path: required"},
+		{`{"path":"a"}`, "rule 0 (field_set): provision llm_transform.transforms.field_set: value: required"},
+		{`{"path":"a..b","value":1}`, `rule 0 (field_set): provision llm_transform.transforms.field_set: path "a..b": empty member name`},
+		{`{"path":"a","value":1,"vlaue":2}`, `rule 0 (field_set): decoding module config: llm_transform.transforms.field_set: json: unknown field "vlaue"`},
 	} {
 		var cfgs []RuleConfig
 		if err := json.Unmarshal([]byte(`[{"transform":"field_set","config":`+tc.config+`}]`), &cfgs); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Compile(cfgs, ScopeGlobal, ""); err == nil || err.Error() != tc.want {
+		if _, err := Compile(testContext(t), cfgs, ScopeGlobal, ""); err == nil || err.Error() != tc.want {
 			t.Errorf("config %s: err = %v, want %q", tc.config, err, tc.want)
 		}
 	}
 	// A response phase is refused: the transform only writes requests.
-	_, err := Compile([]RuleConfig{{Transform: "field_set", Phase: "response", Config: json.RawMessage(`{"path":"a","value":1}`)}}, ScopeProvider, "")
+	_, err := Compile(testContext(t), []RuleConfig{{Transform: "field_set", Phase: "response", Config: json.RawMessage(`{"path":"a","value":1}`)}}, ScopeProvider, "")
 	if err == nil || err.Error() != "rule 0 (field_set): transform has no response phase" {
 		t.Fatalf("err = %v", err)
 	}
@@ -119,7 +119,7 @@ func TestFieldSetConfigErrors(t *testing.T) {
 // scope's value wins and every rule counts as applied, in chain order.
 func TestChainOrderAcrossScopes(t *testing.T) {
 	compile := func(scope Scope, prefix, value string) []*Rule {
-		rules, err := Compile([]RuleConfig{{Transform: "field_set", Config: json.RawMessage(`{"path":"tier","value":"` + value + `"}`)}}, scope, prefix)
+		rules, err := Compile(testContext(t), []RuleConfig{{Transform: "field_set", Config: json.RawMessage(`{"path":"tier","value":"` + value + `"}`)}}, scope, prefix)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +161,7 @@ func TestChainOrderAcrossScopes(t *testing.T) {
 
 func BenchmarkFieldSet(b *testing.B) {
 	body := []byte(`{"model":"m","input":[` + strings.Repeat(`{"type":"message","role":"user","content":"`+strings.Repeat("x", 500)+`"},`, 2000) + `{}],"reasoning":{"summary":"auto"}}`)
-	rules, err := Compile([]RuleConfig{{Transform: "field_set", Config: json.RawMessage(`{"path":"reasoning.effort","value":"high"}`)}}, ScopeGlobal, "")
+	rules, err := Compile(testContext(b), []RuleConfig{{Transform: "field_set", Config: json.RawMessage(`{"path":"reasoning.effort","value":"high"}`)}}, ScopeGlobal, "")
 	if err != nil {
 		b.Fatal(err)
 	}

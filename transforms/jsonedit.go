@@ -1,6 +1,7 @@
 package transforms
 
 import (
+	"github.com/llmtransform/caddy-llm-transform/streambuf"
 	"sort"
 	"sync"
 )
@@ -143,3 +144,6 @@ func dropMember(doc []byte, names ...string) func(*objWriter, member) bool {
 		return false
 	}
 }
+
+// appendJSONBytes appends s as a JSON string literal.
+func appendJSONBytes(dst, s []byte) []byte { return streambuf.AppendJSONString(dst, s) }

@@ -1,6 +1,7 @@
 package transforms
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 
@@ -13,8 +14,9 @@ type Event = streambuf.Event
 // Emit passes an event to the next stage of a stream.
 type Emit func(*Event) error
 
-// StreamAbort ends a stream early with a protocol-shaped error event, e.g.
-// when a call outgrows the buffer limit. Nothing after it reaches the client.
+// StreamAbort ends a stream early with an error event in the client's
+// protocol, e.g. when a call outgrows the buffer limit. Nothing after it
+// reaches the client.
 type StreamAbort struct {
 	Code    string
 	Message string
@@ -23,8 +25,10 @@ type StreamAbort struct {
 func (e *StreamAbort) Error() string { return e.Message }
 
 // Stream runs the response phase of an Exchange over an SSE body. Bytes go in
-// through Write as the upstream sends them; complete, rewritten events come
-// out of Output. Events no rule touches keep their exact bytes.
+// through Write as the upstream sends them, parsed in the upstream's
+// framing; complete, rewritten events come out of Output in the client's.
+// Stages run from the rule nearest the upstream back to the client's side.
+// Events no rule touches keep their exact bytes.
 type Stream struct {
 	x      *Exchange
 	parser streambuf.Parser
@@ -32,24 +36,37 @@ type Stream struct {
 	emits  []Emit
 	out    []byte
 
+	client   Protocol
+	bridged  bool  // the client and the upstream speak different protocols
 	dataOnly bool  // the upstream frames events without "event:" lines
 	seq      int64 // next sequence_number to hand out
 	seqKnown bool
+	sawDone  bool
 	stopped  bool
 	scratch  []byte
 }
 
-// NewStream prepares the stream rules bound to x. It returns nil when no rule
-// has anything to do, so the caller can copy the body straight through.
+// NewStream prepares the stream rules bound to x. It returns nil when no
+// rule has anything to do, so the caller can copy the body straight
+// through. It may be called once for every upstream response of the
+// exchange.
 func (x *Exchange) NewStream() *Stream {
-	s := &Stream{x: x}
-	for _, r := range x.rules {
+	defer x.at(-1, false)
+	s := &Stream{x: x, client: x.client, bridged: x.client != x.UpstreamProtocol()}
+	for i := len(x.rules) - 1; i >= 0; i-- {
+		r := x.rules[i]
 		if r.phase&PhaseResponse == 0 {
 			continue
 		}
-		if st := r.t.NewStream(x); st != nil {
-			s.stages = append(s.stages, st)
+		x.at(i, true)
+		if st := r.resp.NewStream(x); st != nil {
+			t := &trackedStream{inner: st, r: r, x: x}
+			t.forwardFn = t.forward // one closure per stage, not per event
+			s.stages = append(s.stages, t)
 		}
+	}
+	if x.echoes() {
+		s.stages = append(s.stages, echoStage{x})
 	}
 	if len(s.stages) == 0 {
 		return nil
@@ -90,6 +107,10 @@ func (s *Stream) Close() error {
 		if err := st.End(s.emits[i]); err != nil {
 			return s.fail(err)
 		}
+	}
+	if s.bridged && s.client == ProtocolChat && !s.sawDone {
+		// Chat clients wait for the terminator that only Chat upstreams send.
+		s.out = append(s.out, "data: [DONE]\n\n"...)
 	}
 	s.out = append(s.out, s.parser.Rest()...)
 	return nil
@@ -138,7 +159,7 @@ func (s *Stream) fail(err error) error {
 }
 
 func (s *Stream) abortEvent(ab *StreamAbort) *Event {
-	if s.x.Protocol == ProtocolChat {
+	if s.client == ProtocolChat {
 		e := &Error{Type: "server_error", Code: ab.Code, Message: ab.Message}
 		return &Event{Data: e.JSON()}
 	}
@@ -150,11 +171,13 @@ func (s *Stream) abortEvent(ab *StreamAbort) *Event {
 	return &Event{Name: []byte("error"), Data: d}
 }
 
+var doneData = []byte("[DONE]")
+
 // write renders an event for the client. On Responses streams it keeps
 // sequence_number strictly increasing by one across dropped and synthesized
 // events, touching the bytes only where the number is actually off.
 func (s *Stream) write(ev *Event) {
-	if ev.Data != nil && s.x.Protocol == ProtocolResponses {
+	if ev.Data != nil && s.client == ProtocolResponses {
 		if sp := lookup(ev.Data, 0, "sequence_number"); sp.start >= 0 {
 			n, err := strconv.ParseInt(string(ev.Data[sp.start:sp.end]), 10, 64)
 			if err == nil {
@@ -175,8 +198,89 @@ func (s *Stream) write(ev *Event) {
 			}
 		}
 	}
-	if ev.Raw == nil && s.dataOnly {
-		ev.Name = nil
+	if ev.Raw == nil {
+		switch {
+		case !s.bridged:
+			// Same protocol on both sides: synthesized events follow the
+			// upstream's framing, so the client sees one style throughout.
+			if s.dataOnly {
+				ev.Name = nil
+			}
+		case s.client == ProtocolChat:
+			ev.Name = nil
+		case ev.Name == nil && ev.Data != nil:
+			// Responses clients dispatch on the event name.
+			if t := lookup(ev.Data, 0, "type"); t.start >= 0 && ev.Data[t.start] == '"' {
+				ev.Name = ev.Data[t.start+1 : t.end-1]
+			}
+		}
+	}
+	if s.client == ProtocolChat && bytes.Equal(bytes.TrimSpace(ev.Data), doneData) {
+		s.sawDone = true
 	}
 	s.out = ev.AppendTo(s.out)
+}
+
+// trackedStream is a rule's stage as the engine runs it: it learns whether
+// the stage changed the stream and how it ended one. A stage applied to the
+// stream when it emitted something other than the event it was given,
+// unchanged, or dropped that event. Once that is known the stage runs
+// unwatched, so a long stream pays for the checks only until the rule's
+// first change.
+type trackedStream struct {
+	inner StreamTransform
+	r     *Rule
+	x     *Exchange
+	emit  Emit
+
+	forwardFn Emit
+	cur       *Event
+	curName   []byte
+	curData   []byte
+	emitted   int
+	detected  bool
+}
+
+func (t *trackedStream) forward(ev *Event) error {
+	t.emitted++
+	if !t.detected && (ev != t.cur || !sameSlice(ev.Data, t.curData) || !sameSlice(ev.Name, t.curName)) {
+		t.detected = true
+		t.x.markApplied(t.r, PhaseResponse)
+	}
+	return t.emit(ev)
+}
+
+func (t *trackedStream) Event(ev *Event, emit Emit) error {
+	if t.detected {
+		return t.failed(t.inner.Event(ev, emit))
+	}
+	t.emit = emit
+	t.cur, t.curName, t.curData, t.emitted = ev, ev.Name, ev.Data, 0
+	err := t.inner.Event(ev, t.forwardFn)
+	if err == nil && t.emitted == 0 && !t.detected {
+		t.detected = true
+		t.x.markApplied(t.r, PhaseResponse)
+	}
+	t.cur = nil
+	return t.failed(err)
+}
+
+func (t *trackedStream) End(emit Emit) error {
+	if t.detected {
+		return t.failed(t.inner.End(emit))
+	}
+	t.emit = emit
+	t.cur = nil // anything emitted at the end is the stage's own
+	return t.failed(t.inner.End(t.forwardFn))
+}
+
+func (t *trackedStream) failed(err error) error {
+	if err != nil && t.x.streamErr == "" {
+		t.x.streamErr = "stream_transform_failed"
+		var ab *StreamAbort
+		if errors.As(err, &ab) {
+			t.x.streamErr = ab.Code
+		}
+	}
+	return err
 }

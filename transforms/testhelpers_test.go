@@ -2,10 +2,13 @@ package transforms
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2"
 )
 
 // chainOf compiles provider rules from a JSON array of rule objects.
@@ -15,11 +18,20 @@ func chainOf(t testing.TB, rulesJSON string) *Chain {
 	if err := json.Unmarshal([]byte(rulesJSON), &cfgs); err != nil {
 		t.Fatalf("rules: %v", err)
 	}
-	rules, err := Compile(cfgs, ScopeProvider, "")
+	rules, err := Compile(testContext(t), cfgs, ScopeProvider, "")
 	if err != nil {
 		t.Fatalf("compile: %v", err)
 	}
 	return NewChain(rules)
+}
+
+// testContext is a Caddy context for loading transform modules, cancelled
+// (and its modules cleaned up) when the test ends.
+func testContext(t testing.TB) caddy.Context {
+	t.Helper()
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // begin binds a chain to a fresh exchange for body.

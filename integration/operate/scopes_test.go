@@ -1,7 +1,6 @@
 package operate
 
 import (
-	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/tidwall/gjson"
 
@@ -18,11 +18,17 @@ import (
 
 // A test transform that may only be configured next to an upstream.
 func init() {
-	transforms.Register(transforms.Definition{
-		ID: "operate_provider_only", Phases: transforms.PhaseRequest, Scopes: transforms.ScopeProvider,
-		New: func(json.RawMessage) (transforms.Transform, error) { return nil, nil },
-	})
+	caddy.RegisterModule(providerOnly{})
 }
+
+type providerOnly struct{}
+
+func (providerOnly) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: transforms.ModuleID("operate_provider_only"), New: func() caddy.Module { return new(providerOnly) }}
+}
+
+func (providerOnly) RewriteRequest(_ *transforms.Exchange, b []byte) ([]byte, error) { return b, nil }
+func (providerOnly) Scopes() transforms.Scope                                        { return transforms.ScopeProvider }
 
 const (
 	teamAKey = "sk-team-a-0c9f3e7d51b2"

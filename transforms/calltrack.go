@@ -1,0 +1,104 @@
+package transforms
+
+import (
+	"fmt"
+
+	"github.com/llmtransform/caddy-llm-transform/streambuf"
+)
+
+// The call tracker is the response side every tool rule shares. It finds the
+// upstream's calls in JSON bodies and in both stream flavours (Responses
+// items and their argument events; Chat tool_calls fragments keyed by
+// choice and index), asks the rule's CallPolicy which calls are its own,
+// and gives those back to the client in the client's shape, progressively:
+// a call's header goes out at once, its arguments as soon as the handler
+// can tell what they mean to the client. Calls that are interrupted are
+// dropped, never completed from fragments; calls that only appear in
+// response.completed are delivered as the items a client expects.
+
+// CallPolicy is a tool rule's response side on top of the call tracker.
+type CallPolicy interface {
+	// OpenCall is asked about each function call of the upstream's
+	// response (up.Type is "function"; Chat calls have no namespace). It
+	// returns the identity the client must see, with Type "custom" or
+	// "function", and the handler of the call's arguments; ok false leaves
+	// the call alone. It is the "opened" step of a call's life: the
+	// handler then sees the argument deltas, and the call ends finished
+	// (Finish) or abandoned (the handler is dropped).
+	OpenCall(x *Exchange, up ToolID) (client ToolID, h CallHandler, ok bool)
+}
+
+// CallHandler turns one call's arguments from the upstream's form into the
+// client's: the input text of a custom call, or the arguments of a
+// function call.
+type CallHandler interface {
+	// Delta takes the next fragment of the raw arguments and returns the
+	// client text it reveals now (possibly none), valid until the next
+	// call. An error ends the stream with max_call_buffer_exceeded.
+	Delta(frag []byte) ([]byte, error)
+	// Raw returns every raw argument byte received so far.
+	Raw() []byte
+	// Finish returns the client's complete text for the complete raw
+	// arguments. The client has already seen what Delta returned; when
+	// that is not a prefix of the result, the done event carries the
+	// result and the mismatch is logged.
+	Finish(raw []byte) []byte
+}
+
+// PassArgs is the CallHandler of a call whose arguments the client takes as
+// they are (a renamed function): every fragment is handed on as it comes.
+type PassArgs struct {
+	// Limit is the most raw bytes held; 0 means no limit.
+	Limit int
+	raw   []byte
+}
+
+// Delta implements CallHandler.
+func (p *PassArgs) Delta(frag []byte) ([]byte, error) {
+	if p.Limit > 0 && len(p.raw)+len(frag) > p.Limit {
+		return nil, streambuf.ErrLimit
+	}
+	p.raw = append(p.raw, frag...)
+	return frag, nil
+}
+
+// Raw implements CallHandler.
+func (p *PassArgs) Raw() []byte { return p.raw }
+
+// Finish implements CallHandler.
+func (p *PassArgs) Finish(raw []byte) []byte { return raw }
+
+// NewCallStream returns the stream stage that restores p's calls in a
+// stream of x's upstream-side protocol at the running rule.
+func NewCallStream(x *Exchange, p CallPolicy) StreamTransform {
+	switch x.Protocol() {
+	case ProtocolResponses:
+		return newResponsesCalls(x, p)
+	case ProtocolChat:
+		return newChatCalls(x, p)
+	}
+	return nil
+}
+
+// RestoreCalls rewrites p's calls in a complete response body of the
+// running rule's upstream-side protocol, returning body itself when none
+// is there.
+func RestoreCalls(x *Exchange, p CallPolicy, body []byte) []byte {
+	if !validDocument(body) {
+		return body
+	}
+	switch x.Protocol() {
+	case ProtocolResponses:
+		return x.applyEdits(body, restoreOutput(x, p, body, span{skipSpace(body, 0), len(body)}, nil, false))
+	case ProtocolChat:
+		return x.applyEdits(body, restoreChatMessage(x, p, body))
+	}
+	return body
+}
+
+func overLimit(x *Exchange, client ToolID) *StreamAbort {
+	return &StreamAbort{
+		Code:    "max_call_buffer_exceeded",
+		Message: fmt.Sprintf("the arguments of tool call %q exceed the gateway's max_call_buffer of %d bytes", client.String(), x.Limits.MaxCallBuffer),
+	}
+}

@@ -1,0 +1,607 @@
+package transforms
+
+import (
+	"bytes"
+	"cmp"
+	"slices"
+	"strconv"
+)
+
+// Chat Completions shapes of the call tracker. Calls are keyed by choice
+// index and tool_calls index. A restored call's first fragment goes out as
+// {"index","id","type":<client type>,<client type>:{"name",<text field>:""}}
+// and later fragments as {"index",<client type>:{<text field>:<text>}}, as
+// soon as the handler reveals text. First fragments without a name are held
+// until the name shows whose call it is.
+
+type chatCalls struct {
+	p       CallPolicy
+	x       *Exchange
+	calls   map[chatKey]*chatCall
+	pending map[chatKey]*chatPending
+	order   []chatKey        // open calls in arrival order, for deterministic output
+	meta    []byte           // id/created/model of the last chunk, for synthesized chunks
+	dropped map[chatKey]bool // calls abandoned mid-way; their fragments are swallowed
+	native  map[chatKey]bool // calls that are not the policy's; their fragments pass
+	buf     []byte
+}
+
+type chatKey struct{ choice, index int64 }
+
+type chatCall struct {
+	client  ToolID
+	h       CallHandler
+	emitted []byte
+}
+
+// chatPending is a first fragment that arrived without a name.
+type chatPending struct {
+	id   []byte // raw id value
+	args []byte
+}
+
+func newChatCalls(x *Exchange, p CallPolicy) *chatCalls {
+	return &chatCalls{p: p, x: x, calls: map[chatKey]*chatCall{}, pending: map[chatKey]*chatPending{}}
+}
+
+// textField is the member of a client entry that holds the call's text.
+func textField(client ToolID) string {
+	if client.Type == "custom" {
+		return "input"
+	}
+	return "arguments"
+}
+
+func entryType(client ToolID) string {
+	if client.Type == "custom" {
+		return "custom"
+	}
+	return "function"
+}
+
+func (s *chatCalls) markNative(key chatKey) {
+	if s.native == nil {
+		s.native = map[chatKey]bool{}
+	}
+	s.native[key] = true
+}
+
+func (s *chatCalls) Event(ev *Event, emit Emit) error {
+	d := bytes.TrimSpace(ev.Data)
+	if bytes.Equal(d, doneData) {
+		if err := s.flushAll(emit); err != nil {
+			return err
+		}
+		return emit(ev)
+	}
+	if len(d) == 0 || d[0] != '{' {
+		return emit(ev)
+	}
+	if e := lookup(d, 0, "error"); e.start >= 0 && !isNull(d, e) {
+		s.abandon("upstream error object")
+		return emit(ev)
+	}
+	if len(s.calls) == 0 && len(s.pending) == 0 && len(s.dropped) == 0 && !bytes.Contains(d, []byte(`"tool_calls"`)) {
+		return emit(ev)
+	}
+	return s.chunk(ev, d, emit)
+}
+
+func (s *chatCalls) End(emit Emit) error {
+	if len(s.calls) > 0 || len(s.pending) > 0 {
+		s.abandon("stream ended before the calls completed")
+	}
+	return nil
+}
+
+func (s *chatCalls) abandon(reason string) {
+	if s.dropped == nil {
+		s.dropped = map[chatKey]bool{}
+	}
+	for k, c := range s.calls {
+		s.x.Decide(c.client.String(), "drop_partial_call", reason)
+		s.x.CallBuffered(len(c.h.Raw()))
+		delete(s.calls, k)
+		s.dropped[k] = true
+	}
+	for k := range s.pending {
+		delete(s.pending, k)
+		s.dropped[k] = true
+	}
+	s.order = s.order[:0]
+}
+
+func parseIndex(doc []byte, sp span) (int64, bool) {
+	if sp.start < 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(doc[sp.start:sp.end]), 10, 64)
+	return n, err == nil
+}
+
+func isNull(doc []byte, sp span) bool {
+	return sp.end-sp.start == 4 && string(doc[sp.start:sp.end]) == "null"
+}
+
+// Members of a chunk and of its choices that the tracker reads.
+var (
+	chunkFields  = []string{"choices", "id", "created", "model"}
+	choiceFields = []string{"index", "delta", "finish_reason"}
+)
+
+const (
+	choiceIndex = iota
+	choiceDelta
+	choiceFinish
+)
+
+// chunk rewrites one chunk. A choice's delta is rebuilt only when one of
+// its tool_calls entries belongs to a restored or held call, or when the
+// choice finishes with restored calls open. A chunk whose rebuilt deltas
+// all came out empty, and that carries nothing else, is dropped.
+func (s *chatCalls) chunk(ev *Event, d []byte, emit Emit) error {
+	var top [4]span
+	objectFields(d, 0, chunkFields, top[:])
+	s.rememberMeta(d, top[1:])
+	if top[0].start < 0 || d[top[0].start] != '[' {
+		return emit(ev)
+	}
+	var edits []edit
+	var err error
+	onlyHeld := true // every choice was rebuilt into an empty delta
+	touched := false
+	eachElement(d, top[0].start, func(ch span) bool {
+		var f [3]span
+		objectFields(d, ch.start, choiceFields, f[:])
+		choice, _ := parseIndex(d, f[choiceIndex])
+		fin := f[choiceFinish]
+		finish := fin.start >= 0 && !isNull(d, fin)
+		length := isString(d, fin, "length")
+		ds := f[choiceDelta]
+		if ds.start < 0 || d[ds.start] != '{' {
+			// No delta object (absent or null): only a finishing choice has
+			// anything to add, the rest of its restored calls.
+			onlyHeld = false
+			if !finish {
+				return true
+			}
+			rest, any := s.finishChoice(choice, length)
+			touched = touched || any
+			if len(rest) == 0 {
+				return true
+			}
+			obj := appendToolCalls([]byte(`{`), rest)
+			obj = append(obj, '}')
+			if ds.start >= 0 {
+				edits = append(edits, edit{ds.start, ds.end, obj})
+			} else {
+				member := append([]byte(`"delta":`), obj...)
+				edits = append(edits, edit{ch.start + 1, ch.start + 1, append(member, ',')})
+			}
+			return true
+		}
+		var delta []byte
+		var changed bool
+		delta, changed, err = s.delta(d, ds, choice, finish, length)
+		if err != nil {
+			return false
+		}
+		if !changed {
+			onlyHeld = false
+			return true
+		}
+		touched = true
+		if finish || !bytes.Equal(delta, []byte("{}")) {
+			onlyHeld = false
+		}
+		edits = append(edits, edit{ds.start, ds.end, delta})
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if !touched {
+		return emit(ev)
+	}
+	usage := lookup(d, 0, "usage")
+	if onlyHeld && (usage.start < 0 || isNull(d, usage)) {
+		return nil // the chunk only carried fragments we hold back
+	}
+	return emit(&Event{Name: ev.Name, Data: applyEdits(d, edits)})
+}
+
+func (s *chatCalls) rememberMeta(d []byte, f []span) {
+	w := s.meta[:0]
+	for k, name := range chunkFields[1:] {
+		if f[k].start < 0 {
+			continue
+		}
+		w = append(w, ',', '"')
+		w = append(w, name...)
+		w = append(w, '"', ':')
+		w = append(w, d[f[k].start:f[k].end]...)
+	}
+	s.meta = w
+}
+
+// delta rebuilds a choice's delta object. finish says the choice ends in
+// this chunk: restored calls of the choice are then completed, unless the
+// upstream stopped for length, which leaves a call cut short.
+func (s *chatCalls) delta(d []byte, ds span, choice int64, finish, length bool) ([]byte, bool, error) {
+	tc := lookup(d, ds.start, "tool_calls")
+	var entries [][]byte
+	changed := false
+	if tc.start >= 0 && d[tc.start] == '[' {
+		var err error
+		eachElement(d, tc.start, func(el span) bool {
+			var out []byte
+			var mine bool
+			out, mine, err = s.entry(d, el, choice)
+			if err != nil {
+				return false
+			}
+			if mine {
+				changed = true
+				if out != nil {
+					entries = append(entries, out)
+				}
+			} else {
+				entries = append(entries, d[el.start:el.end])
+			}
+			return true
+		})
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	if finish {
+		rest, any := s.finishChoice(choice, length)
+		if any {
+			changed = true
+			entries = append(entries, rest...)
+		}
+	}
+	if !changed {
+		return nil, false, nil
+	}
+	w := newObj(nil)
+	eachMember(d, ds.start, func(m member) bool {
+		if !m.keyIs(d, "tool_calls") {
+			w.raw(d, m)
+		}
+		return true
+	})
+	if len(entries) > 0 {
+		w.sep()
+		w.b = appendToolCalls(w.b, entries)
+	}
+	return w.close(), true, nil
+}
+
+// appendToolCalls appends a "tool_calls" member holding entries.
+func appendToolCalls(b []byte, entries [][]byte) []byte {
+	b = append(b, `"tool_calls":[`...)
+	for i, e := range entries {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, e...)
+	}
+	return append(b, ']')
+}
+
+var entryFields = []string{"index", "id", "function", "type"}
+
+// entry handles one tool_calls fragment. mine reports that the fragment
+// belongs to a restored or held call; out is then its replacement (nil:
+// drop it for now).
+func (s *chatCalls) entry(d []byte, el span, choice int64) (out []byte, mine bool, err error) {
+	if d[el.start] != '{' {
+		return nil, false, nil
+	}
+	var f [4]span
+	objectFields(d, el.start, entryFields, f[:])
+	idx, ok := parseIndex(d, f[0])
+	if !ok {
+		return nil, false, nil
+	}
+	key := chatKey{choice, idx}
+	if s.dropped[key] {
+		return nil, true, nil
+	}
+	if s.native[key] {
+		return nil, false, nil
+	}
+	var name string
+	var frag []byte
+	if f[2].start >= 0 && d[f[2].start] == '{' {
+		var g [2]span
+		objectFields(d, f[2].start, []string{"name", "arguments"}, g[:])
+		name, _ = stringValue(d, g[0])
+		if g[1].start >= 0 && d[g[1].start] == '"' {
+			s.buf = unescapeJSON(s.buf[:0], d[g[1].start+1:g[1].end-1])
+			frag = s.buf
+		}
+	}
+	if c := s.calls[key]; c != nil {
+		return s.fragment(key, c, frag, nil, false)
+	}
+	if p := s.pending[key]; p != nil {
+		p.args = append(p.args, frag...)
+		if err := s.checkHeld(p); err != nil {
+			return nil, true, err
+		}
+		if name == "" {
+			return nil, true, nil
+		}
+		delete(s.pending, key)
+		return s.open(key, name, p.id, p.args, p)
+	}
+	if name == "" {
+		if f[2].start < 0 && !isString(d, f[3], "function") {
+			return nil, false, nil // not a function fragment at all
+		}
+		if f[1].start < 0 {
+			return nil, false, nil
+		}
+		// A first fragment without a name: hold it until the name shows
+		// which tool it is.
+		p := &chatPending{id: bytes.Clone(d[f[1].start:f[1].end]), args: bytes.Clone(frag)}
+		s.pending[key] = p
+		return nil, true, s.checkHeld(p)
+	}
+	var rawID []byte
+	if f[1].start >= 0 {
+		rawID = d[f[1].start:f[1].end]
+	}
+	return s.open(key, name, rawID, frag, nil)
+}
+
+// checkHeld applies max_call_buffer to fragments held without a name.
+func (s *chatCalls) checkHeld(p *chatPending) error {
+	limit := s.x.Limits.MaxCallBuffer
+	if limit <= 0 || len(p.args) <= limit {
+		return nil
+	}
+	s.abandon("held arguments exceed max_call_buffer")
+	return &StreamAbort{Code: "max_call_buffer_exceeded",
+		Message: "the arguments of an unnamed tool call exceed the gateway's max_call_buffer of " + strconv.Itoa(limit) + " bytes"}
+}
+
+// open starts a restored call once its name is known. A call that is not
+// the policy's passes: untouched when it came named, or, when fragments
+// were held for it, as one ordinary fragment merging what was held.
+func (s *chatCalls) open(key chatKey, name string, rawID, args []byte, held *chatPending) ([]byte, bool, error) {
+	client, h, ok := s.p.OpenCall(s.x, ToolID{Type: "function", Name: name})
+	if !ok {
+		s.markNative(key)
+		if held == nil {
+			return nil, false, nil
+		}
+		return heldFragment(key, held, name), true, nil
+	}
+	c := &chatCall{client: client, h: h}
+	s.calls[key] = c
+	s.order = append(s.order, key)
+	s.x.Decide(client.String(), "restore_call", "chat stream header of a call to restore")
+	return s.fragment(key, c, args, rawID, true)
+}
+
+// fragment decodes argument text; first renders the call's first entry,
+// otherwise a text fragment (nil when nothing is decodable yet).
+func (s *chatCalls) fragment(key chatKey, c *chatCall, frag, rawID []byte, first bool) ([]byte, bool, error) {
+	var text []byte
+	if len(frag) > 0 {
+		var err error
+		if text, err = c.h.Delta(frag); err != nil {
+			s.abandon("call arguments exceed max_call_buffer")
+			return nil, true, overLimit(s.x, c.client)
+		}
+		c.emitted = append(c.emitted, text...)
+	}
+	if first {
+		b := entryHead(key, rawID)
+		b = append(b, `,"type":"`...)
+		b = append(b, entryType(c.client)...)
+		b = append(b, `","`...)
+		b = append(b, entryType(c.client)...)
+		b = append(b, `":{"name":`...)
+		b = appendJSONString(b, c.client.Name)
+		b = append(b, `,"`...)
+		b = append(b, textField(c.client)...)
+		b = append(b, `":`...)
+		b = appendJSONBytes(b, text)
+		return append(b, "}}"...), true, nil
+	}
+	if len(text) == 0 {
+		return nil, true, nil
+	}
+	return textFragment(key, c.client, text), true, nil
+}
+
+// entryHead starts a tool_calls entry: its index, and its id when known.
+func entryHead(key chatKey, rawID []byte) []byte {
+	b := []byte(`{"index":`)
+	b = strconv.AppendInt(b, key.index, 10)
+	if len(rawID) > 0 {
+		b = append(b, `,"id":`...)
+		b = append(b, rawID...)
+	}
+	return b
+}
+
+func textFragment(key chatKey, client ToolID, text []byte) []byte {
+	b := entryHead(key, nil)
+	b = append(b, `,"`...)
+	b = append(b, entryType(client)...)
+	b = append(b, `":{"`...)
+	b = append(b, textField(client)...)
+	b = append(b, `":`...)
+	b = appendJSONBytes(b, text)
+	return append(b, "}}"...)
+}
+
+// heldFragment hands out fragments held for a call that turned out not to
+// be the policy's, merged into one ordinary fragment.
+func heldFragment(key chatKey, p *chatPending, name string) []byte {
+	b := entryHead(key, p.id)
+	b = append(b, `,"type":"function","function":{`...)
+	if name != "" {
+		b = append(b, `"name":`...)
+		b = appendJSONString(b, name)
+		b = append(b, ',')
+	}
+	b = append(b, `"arguments":`...)
+	b = appendJSONBytes(b, p.args)
+	return append(b, "}}"...)
+}
+
+// finishChoice completes the restored calls of a choice: the part of the
+// final text the client has not seen goes out as one more fragment. A
+// choice cut short by length keeps only what was already sent.
+func (s *chatCalls) finishChoice(choice int64, length bool) ([][]byte, bool) {
+	var out [][]byte
+	any := false
+	keep := s.order[:0]
+	for _, key := range s.order {
+		c := s.calls[key]
+		if key.choice != choice || c == nil {
+			if c != nil {
+				keep = append(keep, key)
+			}
+			continue
+		}
+		any = true
+		delete(s.calls, key)
+		s.x.CallBuffered(len(c.h.Raw()))
+		if length {
+			s.x.Decide(c.client.String(), "drop_partial_call", "finish_reason length cut the call short")
+			continue
+		}
+		s.x.Restored++
+		final := c.h.Finish(c.h.Raw())
+		if rest, ok := bytes.CutPrefix(final, c.emitted); ok && len(rest) > 0 {
+			out = append(out, textFragment(key, c.client, rest))
+		} else if !ok {
+			s.x.Decide(c.client.String(), "input_mismatch", "final arguments differ from the streamed ones")
+		}
+	}
+	s.order = keep
+	// Held fragments that never got a name are handed out as they came,
+	// merged, in index order: they were never shown to be the policy's.
+	var held []chatKey
+	for key := range s.pending {
+		if key.choice == choice {
+			held = append(held, key)
+		}
+	}
+	slices.SortFunc(held, func(a, b chatKey) int { return cmp.Compare(a.index, b.index) })
+	for _, key := range held {
+		out = append(out, heldFragment(key, s.pending[key], ""))
+		delete(s.pending, key)
+		any = true
+	}
+	return out, any
+}
+
+// flushAll completes whatever is still open when [DONE] arrives without a
+// finish_reason, in a chunk of its own.
+func (s *chatCalls) flushAll(emit Emit) error {
+	if len(s.calls) == 0 && len(s.pending) == 0 {
+		return nil
+	}
+	var choices []int64
+	for _, k := range s.order {
+		choices = append(choices, k.choice)
+	}
+	for k := range s.pending {
+		choices = append(choices, k.choice)
+	}
+	slices.Sort(choices)
+	choices = slices.Compact(choices)
+	for _, choice := range choices {
+		rest, _ := s.finishChoice(choice, false)
+		if len(rest) == 0 {
+			continue
+		}
+		b := []byte(`{"object":"chat.completion.chunk"`)
+		b = append(b, s.meta...)
+		b = append(b, `,"choices":[{"index":`...)
+		b = strconv.AppendInt(b, choice, 10)
+		b = append(b, `,"delta":{`...)
+		b = appendToolCalls(b, rest)
+		b = append(b, `},"finish_reason":null}]}`...)
+		if err := emit(&Event{Data: b}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restoreChatMessage restores the policy's calls in a complete Chat
+// response: choices[].message.tool_calls[].
+func restoreChatMessage(x *Exchange, p CallPolicy, body []byte) []edit {
+	choices := lookup(body, skipSpace(body, 0), "choices")
+	if choices.start < 0 || body[choices.start] != '[' {
+		return nil
+	}
+	var edits []edit
+	eachElement(body, choices.start, func(ch span) bool {
+		msg := lookup(body, ch.start, "message")
+		if msg.start < 0 || body[msg.start] != '{' {
+			return true
+		}
+		calls := lookup(body, msg.start, "tool_calls")
+		if calls.start < 0 || body[calls.start] != '[' {
+			return true
+		}
+		eachElement(body, calls.start, func(el span) bool {
+			if body[el.start] != '{' || !isString(body, lookup(body, el.start, "type"), "function") {
+				return true
+			}
+			fn := lookup(body, el.start, "function")
+			if fn.start < 0 || body[fn.start] != '{' {
+				return true
+			}
+			var f [2]span
+			objectFields(body, fn.start, []string{"name", "arguments"}, f[:])
+			name, _ := stringValue(body, f[0])
+			client, h, ok := p.OpenCall(x, ToolID{Type: "function", Name: name})
+			if !ok {
+				return true
+			}
+			var args []byte
+			if f[1].start >= 0 && body[f[1].start] == '"' {
+				args = unescapeJSON(nil, body[f[1].start+1:f[1].end-1])
+			}
+			edits = append(edits, edit{el.start, el.end, chatEntry(nil, body, el, client, h.Finish(args))})
+			x.Restored++
+			x.Decide(client.String(), "restore_call", "chat function call to restore")
+			return true
+		})
+		return true
+	})
+	return edits
+}
+
+// chatEntry rewrites a function tool_calls entry as the client's call,
+// keeping the entry's other members (id, index, extensions).
+func chatEntry(dst, doc []byte, el span, client ToolID, text []byte) []byte {
+	w := newObj(dst)
+	typ := entryType(client)
+	retype(&w, doc, el, typ, func(w *objWriter, m member) bool {
+		if !m.keyIs(doc, "function") {
+			return false
+		}
+		w.key(typ)
+		w.b = append(w.b, `{"name":`...)
+		w.b = appendJSONString(w.b, client.Name)
+		w.b = append(w.b, `,"`...)
+		w.b = append(w.b, textField(client)...)
+		w.b = append(w.b, `":`...)
+		w.b = appendJSONBytes(w.b, text)
+		w.b = append(w.b, '}')
+		return true
+	})
+	return w.close()
+}

@@ -1,0 +1,567 @@
+package transforms
+
+import (
+	"bytes"
+	"strconv"
+)
+
+// Responses shapes of the call tracker. Events name a call by output_index,
+// item id, or both, and upstreams have been seen to omit or repeat ids, so
+// a call is found by its call_id when the event carries one, then by output
+// index, then by item id.
+
+// callKey is one of the keys a call is known by.
+type callKey struct {
+	by  keyKind
+	key string
+}
+
+type keyKind uint8
+
+const (
+	byCallID keyKind = iota
+	byOutputIndex
+	byItemID
+)
+
+// callKeys returns the keys of a call, the one unique per call first.
+func callKeys(itemID string, outputIndex []byte, callID string) []callKey {
+	keys := make([]callKey, 0, 3)
+	if callID != "" {
+		keys = append(keys, callKey{byCallID, callID})
+	}
+	if len(outputIndex) > 0 {
+		keys = append(keys, callKey{byOutputIndex, string(outputIndex)})
+	}
+	if itemID != "" {
+		keys = append(keys, callKey{byItemID, itemID})
+	}
+	return keys
+}
+
+type responsesCalls struct {
+	p      CallPolicy
+	x      *Exchange
+	open   map[callKey]*trackedCall // calls in progress, under each of their keys
+	done   map[callKey][]byte       // settled client text of completed calls, under each key
+	closed map[callKey]bool         // completed or dropped calls: later argument events are swallowed
+	failed bool
+	buf    []byte
+	evbuf  []byte
+	ev     Event
+}
+
+type trackedCall struct {
+	client      ToolID
+	h           CallHandler
+	itemID      string
+	callID      string
+	outputIndex []byte
+	emitted     []byte
+	final       []byte
+	textDone    bool // the client's done event for the text went out
+}
+
+func newResponsesCalls(x *Exchange, p CallPolicy) *responsesCalls {
+	return &responsesCalls{p: p, x: x, open: map[callKey]*trackedCall{}, done: map[callKey][]byte{}, closed: map[callKey]bool{}}
+}
+
+// openCall asks the policy about the function_call item at item.
+func openCall(x *Exchange, p CallPolicy, d []byte, item span) (ToolID, CallHandler, bool) {
+	if item.start < 0 || d[item.start] != '{' || !isString(d, lookup(d, item.start, "type"), "function_call") {
+		return ToolID{}, nil, false
+	}
+	var g [2]span
+	objectFields(d, item.start, []string{"name", "namespace"}, g[:])
+	name, _ := stringValue(d, g[0])
+	ns, _ := stringValue(d, g[1])
+	return p.OpenCall(x, ToolID{Type: "function", Namespace: ns, Name: name})
+}
+
+// findItem looks up the call of a finished item: by call_id, which is
+// unique per call, when the stream has seen it; by position and id
+// otherwise.
+func (s *responsesCalls) findItem(callID, itemID string, outputIndex []byte) (*trackedCall, bool) {
+	if callID != "" {
+		k := callKey{byCallID, callID}
+		if c := s.open[k]; c != nil {
+			return c, false
+		}
+		if s.closed[k] {
+			return nil, true
+		}
+	}
+	return s.find(itemID, outputIndex)
+}
+
+// where reads the item id and output index an event refers to; item says
+// where the item object is, for output_item events.
+func where(d []byte, item span) (itemID string, outputIndex []byte) {
+	var f [2]span
+	objectFields(d, 0, []string{"item_id", "output_index"}, f[:])
+	if item.start >= 0 {
+		itemID, _ = stringValue(d, lookup(d, item.start, "id"))
+	} else {
+		itemID, _ = stringValue(d, f[0])
+	}
+	if f[1].start >= 0 {
+		outputIndex = d[f[1].start:f[1].end]
+	}
+	return itemID, outputIndex
+}
+
+// find looks a call up by output index, then by item id. An id only
+// stands in for an index the call was not registered under, since ids may
+// repeat across calls while output indexes do not.
+func (s *responsesCalls) find(itemID string, outputIndex []byte) (c *trackedCall, closed bool) {
+	if len(outputIndex) > 0 {
+		k := callKey{byOutputIndex, string(outputIndex)}
+		if c := s.open[k]; c != nil {
+			return c, false
+		}
+		if s.closed[k] {
+			return nil, true
+		}
+	}
+	if itemID == "" {
+		return nil, false
+	}
+	k := callKey{byItemID, itemID}
+	if c := s.open[k]; c != nil && (c.outputIndex == nil || len(outputIndex) == 0) {
+		return c, false
+	}
+	return nil, len(outputIndex) == 0 && s.closed[k]
+}
+
+// close moves a call from open to closed, keeping its final text.
+func (s *responsesCalls) close(c *trackedCall, final []byte) {
+	for _, k := range callKeys(c.itemID, c.outputIndex, c.callID) {
+		if s.open[k] == c {
+			delete(s.open, k)
+		}
+		s.closed[k] = true
+		if final != nil {
+			s.done[k] = final
+		}
+	}
+}
+
+func (s *responsesCalls) Event(ev *Event, emit Emit) error {
+	d := bytes.TrimSpace(ev.Data)
+	if len(d) == 0 || d[0] != '{' {
+		return emit(ev)
+	}
+	typ := lookup(d, 0, "type")
+	if typ.start < 0 {
+		return emit(ev)
+	}
+	switch string(d[typ.start:typ.end]) {
+	case `"response.output_item.added"`:
+		return s.itemAdded(ev, d, emit)
+	case `"response.function_call_arguments.delta"`:
+		c, closed := s.find(where(d, span{-1, -1}))
+		switch {
+		case c != nil:
+			return s.argsDelta(c, d, emit)
+		case closed:
+			return nil
+		}
+	case `"response.function_call_arguments.done"`:
+		c, closed := s.find(where(d, span{-1, -1}))
+		switch {
+		case c != nil:
+			args := lookup(d, 0, "arguments")
+			var full []byte
+			if args.start >= 0 && d[args.start] == '"' {
+				full = unescapeJSON(nil, d[args.start+1:args.end-1])
+			}
+			return s.finishText(c, full, d, emit)
+		case closed:
+			return nil
+		}
+	case `"response.output_item.done"`:
+		return s.itemDone(ev, d, emit)
+	case `"response.completed"`, `"response.created"`, `"response.in_progress"`, `"response.queued"`:
+		return s.responseEvent(ev, d, emit, false)
+	case `"response.failed"`, `"response.incomplete"`:
+		s.abandon("terminal " + string(d[typ.start+1:typ.end-1]))
+		return s.responseEvent(ev, d, emit, true)
+	case `"error"`:
+		s.abandon("upstream error event")
+		return emit(ev)
+	}
+	return emit(ev)
+}
+
+// abandon drops partial calls: an interrupted call must not be completed
+// from the fragments we happened to receive.
+func (s *responsesCalls) abandon(reason string) {
+	seen := map[*trackedCall]bool{}
+	for _, c := range s.open {
+		if seen[c] {
+			continue
+		}
+		seen[c] = true
+		s.x.Decide(c.client.String(), "drop_partial_call", reason)
+		s.x.CallBuffered(len(c.h.Raw()))
+		s.close(c, nil)
+	}
+	s.failed = true
+}
+
+func (s *responsesCalls) End(emit Emit) error {
+	if len(s.open) > 0 {
+		s.abandon("stream ended before the call completed")
+	}
+	return nil
+}
+
+func (s *responsesCalls) newCall(client ToolID, h CallHandler, itemID string, outputIndex []byte, callID string) *trackedCall {
+	c := &trackedCall{client: client, h: h, itemID: itemID, callID: callID, outputIndex: bytes.Clone(outputIndex)}
+	for _, k := range callKeys(itemID, c.outputIndex, callID) {
+		s.open[k] = c
+		delete(s.closed, k)
+		delete(s.done, k)
+	}
+	return c
+}
+
+func (s *responsesCalls) itemAdded(ev *Event, d []byte, emit Emit) error {
+	if s.failed {
+		return emit(ev)
+	}
+	item := lookup(d, 0, "item")
+	client, h, ok := openCall(s.x, s.p, d, item)
+	if !ok {
+		return emit(ev)
+	}
+	itemID, oi := where(d, item)
+	callID, _ := stringValue(d, lookup(d, item.start, "call_id"))
+	s.newCall(client, h, itemID, oi, callID)
+	s.x.Decide(client.String(), "restore_call", "stream header of a call to restore")
+	repl := clientItem(nil, d, item, client, []byte{})
+	return emit(&Event{Name: ev.Name, Data: spliceOne(d, item, repl)})
+}
+
+func spliceOne(doc []byte, sp span, repl []byte) []byte {
+	out := make([]byte, 0, len(doc)-(sp.end-sp.start)+len(repl))
+	out = append(out, doc[:sp.start]...)
+	out = append(out, repl...)
+	return append(out, doc[sp.end:]...)
+}
+
+func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, emit Emit) error {
+	sp := lookup(d, 0, "delta")
+	if sp.start < 0 || d[sp.start] != '"' || c.textDone {
+		return nil
+	}
+	s.buf = unescapeJSON(s.buf[:0], d[sp.start+1:sp.end-1])
+	text, err := c.h.Delta(s.buf)
+	if err != nil {
+		s.abandon("call arguments exceed max_call_buffer")
+		return overLimit(s.x, c.client)
+	}
+	if len(text) == 0 {
+		return nil
+	}
+	c.emitted = append(c.emitted, text...)
+	return emit(s.textEvent(c, d, false, text))
+}
+
+// Client event names per call type.
+var (
+	nameInputDelta = []byte("response.custom_tool_call_input.delta")
+	nameInputDone  = []byte("response.custom_tool_call_input.done")
+	nameArgsDelta  = []byte("response.function_call_arguments.delta")
+	nameArgsDone   = []byte("response.function_call_arguments.done")
+)
+
+// textEvent builds the delta or done event of a call's text in the
+// client's shape. Rebuilt deltas carry no obfuscation padding: it was
+// sized for the upstream's text. The event lives in buffers reused for the
+// next one; stages downstream copy what they keep, as for every event, and
+// the engine renumbers the placeholder sequence_number.
+func (s *responsesCalls) textEvent(c *trackedCall, src []byte, done bool, text []byte) *Event {
+	name, field := nameArgsDelta, "delta"
+	switch {
+	case c.client.Type == "custom" && done:
+		name, field = nameInputDone, "input"
+	case c.client.Type == "custom":
+		name = nameInputDelta
+	case done:
+		name, field = nameArgsDone, "arguments"
+	}
+	b := s.evbuf[:0]
+	b = append(b, `{"type":"`...)
+	b = append(b, name...)
+	b = append(b, '"')
+	if lookup(src, 0, "sequence_number").start >= 0 {
+		b = append(b, `,"sequence_number":0`...)
+	}
+	b = append(b, `,"item_id":`...)
+	b = appendJSONString(b, c.itemID)
+	if c.outputIndex != nil {
+		b = append(b, `,"output_index":`...)
+		b = append(b, c.outputIndex...)
+	}
+	b = append(b, `,"`...)
+	b = append(b, field...)
+	b = append(b, `":`...)
+	b = appendJSONBytes(b, text)
+	b = append(b, '}')
+	s.evbuf = b
+	s.ev = Event{Name: name, Data: b}
+	return &s.ev
+}
+
+// finishText settles a call's text from the complete arguments (from the
+// .done event or the finished item; nil falls back to what was streamed),
+// sends whatever part of it the client has not seen, then the done event.
+func (s *responsesCalls) finishText(c *trackedCall, args []byte, src []byte, emit Emit) error {
+	if c.textDone {
+		return nil
+	}
+	if args == nil {
+		args = c.h.Raw()
+	} else if s.x.Limits.MaxCallBuffer > 0 && len(args) > s.x.Limits.MaxCallBuffer {
+		s.abandon("call arguments exceed max_call_buffer")
+		return overLimit(s.x, c.client)
+	}
+	c.final = c.h.Finish(args)
+	c.textDone = true
+	s.x.CallBuffered(len(args))
+	if rest, ok := bytes.CutPrefix(c.final, c.emitted); ok && len(rest) > 0 {
+		if err := emit(s.textEvent(c, src, false, rest)); err != nil {
+			return err
+		}
+	} else if !ok {
+		s.x.Decide(c.client.String(), "input_mismatch", "final arguments differ from the streamed ones; the done events carry the final input")
+	}
+	c.emitted = nil
+	return emit(s.textEvent(c, src, true, c.final))
+}
+
+func itemArgs(d []byte, item span) []byte {
+	if a := lookup(d, item.start, "arguments"); a.start >= 0 && d[a.start] == '"' {
+		return unescapeJSON(nil, d[a.start+1:a.end-1])
+	}
+	return nil
+}
+
+func (s *responsesCalls) itemDone(ev *Event, d []byte, emit Emit) error {
+	item := lookup(d, 0, "item")
+	if item.start < 0 || d[item.start] != '{' {
+		return emit(ev)
+	}
+	itemID, oi := where(d, item)
+	callID, _ := stringValue(d, lookup(d, item.start, "call_id"))
+	c, closed := s.findItem(callID, itemID, oi)
+	if closed {
+		return nil
+	}
+	if c == nil {
+		// A finished item whose header never came: deliver it whole, so the
+		// client never sees the upstream's shape of the call.
+		client, h, ok := openCall(s.x, s.p, d, item)
+		if !ok || s.failed {
+			return emit(ev)
+		}
+		return s.deliver(d, item, client, h, itemID, oi, callID, emit)
+	}
+	if !c.textDone {
+		if err := s.finishText(c, itemArgs(d, item), d, emit); err != nil {
+			return err
+		}
+	}
+	s.close(c, c.final)
+	s.x.Restored++
+	repl := clientItem(nil, d, item, c.client, c.final)
+	return emit(&Event{Name: ev.Name, Data: spliceOne(d, item, repl)})
+}
+
+// deliver sends a call that the stream never opened, or opened but never
+// finished, as the item events a client expects: added (unless already
+// sent), the text, its done event, and output_item.done.
+func (s *responsesCalls) deliver(d []byte, item span, client ToolID, h CallHandler, itemID string, oi []byte, callID string, emit Emit) error {
+	c := s.newCall(client, h, itemID, oi, callID)
+	s.x.Decide(client.String(), "restore_call", "finished item of a call to restore")
+	if err := emit(s.itemEvent(d, "response.output_item.added", c.outputIndex, clientItem(nil, d, item, client, []byte{}))); err != nil {
+		return err
+	}
+	return s.complete(c, d, item, emit)
+}
+
+func (s *responsesCalls) complete(c *trackedCall, d []byte, item span, emit Emit) error {
+	if err := s.finishText(c, itemArgs(d, item), d, emit); err != nil {
+		return err
+	}
+	s.close(c, c.final)
+	s.x.Restored++
+	return emit(s.itemEvent(d, "response.output_item.done", c.outputIndex, clientItem(nil, d, item, c.client, c.final)))
+}
+
+// responseEvent rewrites the output of the response object carried by
+// lifecycle events. On response.completed, calls the stream never
+// delivered as items are completed from the final output first, so the
+// client, which takes items from output_item.done, does not lose them.
+func (s *responsesCalls) responseEvent(ev *Event, d []byte, emit Emit, terminalFailure bool) error {
+	resp := lookup(d, 0, "response")
+	if resp.start < 0 || d[resp.start] != '{' {
+		return emit(ev)
+	}
+	if !terminalFailure && isString(d, lookup(d, 0, "type"), "response.completed") {
+		if err := s.completeMissing(d, resp, emit); err != nil {
+			return err
+		}
+	}
+	done := func(callID, itemID string, pos int) ([]byte, bool) {
+		// The ids first: a position is only as good as the upstream's
+		// numbering.
+		for _, k := range []callKey{{byCallID, callID}, {byItemID, itemID}, {byOutputIndex, strconv.Itoa(pos)}} {
+			if k.key == "" {
+				continue
+			}
+			if in, ok := s.done[k]; ok {
+				return in, true
+			}
+		}
+		return nil, false
+	}
+	edits := restoreOutput(s.x, s.p, d, resp, done, terminalFailure)
+	if len(edits) == 0 {
+		return emit(ev)
+	}
+	return emit(&Event{Name: ev.Name, Data: applyEdits(d, edits)})
+}
+
+// completeMissing emits the item events for calls that appear in
+// response.completed's output but were never finished on the stream. The
+// output position is the call's output_index.
+func (s *responsesCalls) completeMissing(d []byte, resp span, emit Emit) error {
+	out := lookup(d, resp.start, "output")
+	if out.start < 0 {
+		return nil
+	}
+	pos := -1
+	var err error
+	eachElement(d, out.start, func(el span) bool {
+		pos++
+		if !isString(d, lookup(d, el.start, "type"), "function_call") {
+			return true
+		}
+		var g [2]span
+		objectFields(d, el.start, []string{"id", "call_id"}, g[:])
+		itemID, _ := stringValue(d, g[0])
+		callID, _ := stringValue(d, g[1])
+		oi := []byte(strconv.Itoa(pos))
+		switch c, closed := s.findItem(callID, itemID, oi); {
+		case closed:
+			// settled, or dropped: nothing to add
+		case c != nil:
+			err = s.complete(c, d, el, emit)
+		default:
+			client, h, ok := openCall(s.x, s.p, d, el)
+			if ok {
+				err = s.deliver(d, el, client, h, itemID, oi, callID, emit)
+			}
+		}
+		return err == nil
+	})
+	return err
+}
+
+func (s *responsesCalls) itemEvent(src []byte, typ string, outputIndex, item []byte) *Event {
+	b := make([]byte, 0, len(item)+96)
+	b = append(b, `{"type":"`...)
+	b = append(b, typ...)
+	b = append(b, '"')
+	if lookup(src, 0, "sequence_number").start >= 0 {
+		b = append(b, `,"sequence_number":0`...)
+	}
+	b = append(b, `,"output_index":`...)
+	b = append(b, outputIndex...)
+	b = append(b, `,"item":`...)
+	b = append(b, item...)
+	b = append(b, '}')
+	return &Event{Name: []byte(typ), Data: b}
+}
+
+// restoreOutput rewrites the policy's calls among the output items of the
+// Responses object at obj. On a stream, done gives the text the stream
+// already settled, by call id, output position and item id; with onlyDone,
+// calls the stream did not complete stay as they are.
+func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj span, done func(callID, itemID string, pos int) ([]byte, bool), onlyDone bool) []edit {
+	out := lookup(doc, obj.start, "output")
+	if out.start < 0 {
+		return nil
+	}
+	var edits []edit
+	pos := -1
+	eachElement(doc, out.start, func(el span) bool {
+		pos++
+		client, h, ok := openCall(x, p, doc, el)
+		if !ok {
+			return true
+		}
+		var text []byte
+		if done != nil {
+			var g [2]span
+			objectFields(doc, el.start, []string{"id", "call_id"}, g[:])
+			itemID, _ := stringValue(doc, g[0])
+			callID, _ := stringValue(doc, g[1])
+			var seen bool
+			if text, seen = done(callID, itemID, pos); !seen && onlyDone {
+				return true // never build a call the stream did not complete
+			}
+		} else {
+			x.Restored++
+			x.Decide(client.String(), "restore_call", "function call to restore")
+		}
+		if text == nil {
+			text = h.Finish(itemArgs(doc, el))
+		}
+		edits = append(edits, edit{el.start, el.end, clientItem(nil, doc, el, client, text)})
+		return true
+	})
+	return edits
+}
+
+// clientItem rewrites a function_call item into the client's call: a
+// custom_tool_call whose input is text, or a function_call whose arguments
+// are text; name and namespace become the client's.
+func clientItem(dst, doc []byte, el span, client ToolID, text []byte) []byte {
+	typ, field := "function_call", "arguments"
+	if client.Type == "custom" {
+		typ, field = "custom_tool_call", "input"
+	}
+	w := newObj(dst)
+	sawNS := false
+	retype(&w, doc, el, typ, func(w *objWriter, m member) bool {
+		switch {
+		case m.keyIs(doc, "arguments"):
+			w.key(field)
+			w.b = appendJSONBytes(w.b, text)
+		case m.keyIs(doc, "name"):
+			if s, _ := stringValue(doc, m.value); s == client.Name {
+				return false
+			}
+			w.key("name")
+			w.b = appendJSONString(w.b, client.Name)
+		case m.keyIs(doc, "namespace"):
+			sawNS = true
+			if s, _ := stringValue(doc, m.value); s == client.Namespace || client.Namespace == "" {
+				return false
+			}
+			w.key("namespace")
+			w.b = appendJSONString(w.b, client.Namespace)
+		default:
+			return false
+		}
+		return true
+	})
+	if !sawNS && client.Namespace != "" {
+		w.key("namespace")
+		w.b = appendJSONString(w.b, client.Namespace)
+	}
+	return w.close()
+}

@@ -1,0 +1,102 @@
+package transforms
+
+import "bytes"
+
+// Responses objects echo the request's tools and tool_choice. When a rule
+// changed them on the way out, the client must still get back what it sent,
+// whatever the chain did: the engine keeps the client's own values and puts
+// them back once, after every response rule has run, instead of each rule
+// splicing in whatever it happened to see.
+
+type echoSnap struct {
+	tools, choice []byte // spans of the client's body; nil when absent
+	taken         bool
+	needed        bool // a rule changed tools or tool_choice
+}
+
+// snapshotEcho keeps the client's tools and tool_choice when a tool walk
+// passes over the client's own body: the walk has found them already, so
+// keeping them costs nothing.
+func (x *Exchange) snapshotEcho(body []byte, tools, choice span) {
+	if x.echo.taken || x.client != ProtocolResponses || !sameSlice(body, x.orig) {
+		return
+	}
+	x.echo.taken = true
+	if tools.start >= 0 {
+		x.echo.tools = body[tools.start:tools.end]
+	}
+	if choice.start >= 0 {
+		x.echo.choice = body[choice.start:choice.end]
+	}
+}
+
+// takeEcho finds the client's values when no tool walk saw the client's
+// body (an earlier rule had changed it): one extra pass, only then.
+func (x *Exchange) takeEcho() {
+	if !x.echo.needed || x.echo.taken || x.client != ProtocolResponses {
+		return
+	}
+	var f [2]span
+	objectFields(x.orig, 0, []string{"tools", "tool_choice"}, f[:])
+	x.echo.taken = true
+	if f[0].start >= 0 {
+		x.echo.tools = x.orig[f[0].start:f[0].end]
+	}
+	if f[1].start >= 0 {
+		x.echo.choice = x.orig[f[1].start:f[1].end]
+	}
+}
+
+func (x *Exchange) echoes() bool {
+	return x.echo.needed && x.client == ProtocolResponses && (x.echo.tools != nil || x.echo.choice != nil)
+}
+
+// echoEdits puts the client's values into the response object at obj.
+func (x *Exchange) echoEdits(doc []byte, obj int) []edit {
+	var f [2]span
+	objectFields(doc, obj, []string{"tools", "tool_choice"}, f[:])
+	var edits []edit
+	if x.echo.tools != nil && f[0].start >= 0 && !bytes.Equal(doc[f[0].start:f[0].end], x.echo.tools) {
+		edits = append(edits, edit{f[0].start, f[0].end, x.echo.tools})
+	}
+	if x.echo.choice != nil && f[1].start >= 0 && !bytes.Equal(doc[f[1].start:f[1].end], x.echo.choice) {
+		edits = append(edits, edit{f[1].start, f[1].end, x.echo.choice})
+	}
+	return edits
+}
+
+// restoreEcho is the last step of a JSON response.
+func (x *Exchange) restoreEcho(body []byte) []byte {
+	if !x.echoes() || !validDocument(body) {
+		return body
+	}
+	return x.applyEdits(body, x.echoEdits(body, skipSpace(body, 0)))
+}
+
+// echoStage is the last stage of a Responses stream: it restores the
+// response object of the lifecycle events.
+type echoStage struct{ x *Exchange }
+
+func (s echoStage) Event(ev *Event, emit Emit) error {
+	d := ev.Data
+	if len(d) == 0 || d[0] != '{' || !bytes.Contains(d, []byte(`"response"`)) {
+		return emit(ev)
+	}
+	switch t := lookup(d, 0, "type"); {
+	case isString(d, t, "response.created"), isString(d, t, "response.in_progress"), isString(d, t, "response.queued"),
+		isString(d, t, "response.completed"), isString(d, t, "response.failed"), isString(d, t, "response.incomplete"):
+	default:
+		return emit(ev)
+	}
+	resp := lookup(d, 0, "response")
+	if resp.start < 0 || d[resp.start] != '{' {
+		return emit(ev)
+	}
+	edits := s.x.echoEdits(d, resp.start)
+	if len(edits) == 0 {
+		return emit(ev)
+	}
+	return emit(&Event{Name: ev.Name, Data: applyEdits(d, edits)})
+}
+
+func (echoStage) End(Emit) error { return nil }

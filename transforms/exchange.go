@@ -1,0 +1,334 @@
+package transforms
+
+import (
+	"strings"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Limits bound what the engine buffers for one request.
+type Limits struct {
+	// MaxCallBuffer is the most argument bytes held for one tool call.
+	MaxCallBuffer int
+	// MaxEvent is the most bytes held for one incomplete SSE event.
+	MaxEvent int
+}
+
+// Exchange is the per-request record. The request and response phases of
+// every rule see the same Exchange, so a response can restore exactly what
+// this request converted. Nothing in it outlives the request. It is used by
+// one goroutine at a time.
+type Exchange struct {
+	// Model is the request's model, read before any rule ran.
+	Model string
+	// Limits apply to this request.
+	Limits Limits
+	// Logger receives debug decision logs; nil disables them.
+	Logger *zap.Logger
+
+	// Explain makes Decide keep the decisions for Decisions, so they can be
+	// reported back to the client.
+	Explain bool
+
+	// Invalid is set when a rule found the request body not to be valid
+	// JSON; such a body is forwarded exactly as received.
+	Invalid bool
+
+	// Converted counts tool definitions and calls rewritten on the way out.
+	Converted int
+	// Restored counts calls given back their client-side shape.
+	Restored int
+
+	client Protocol
+	// protos[i] is the protocol of the request body as bound rule i gets
+	// it; protos[len(rules)] is the upstream's.
+	protos []Protocol
+	rules  []*Rule
+	// pos is the bound rule running now, and response whether it runs its
+	// response phase: together they say which side's protocol it sees.
+	pos      int
+	response bool
+	path     string
+
+	orig      []byte   // the client's request body
+	echo      echoSnap // the client's tools and tool_choice, for responses
+	records   map[any]any
+	tools     ToolMap
+	applied   []*Rule
+	apps      []Application
+	decisions []Decision
+	pooled    []*[]byte
+	streamErr string
+	callBufs  []int
+}
+
+// NewExchange prepares the record for one request in the client's protocol.
+func NewExchange(client Protocol, limits Limits, logger *zap.Logger) *Exchange {
+	return &Exchange{client: client, Limits: limits, Logger: logger, pos: -1}
+}
+
+// ClientProtocol is the protocol the client speaks.
+func (x *Exchange) ClientProtocol() Protocol { return x.client }
+
+// UpstreamProtocol is the protocol the upstream gets: the client's, unless
+// a bound rule bridges it.
+func (x *Exchange) UpstreamProtocol() Protocol {
+	if len(x.protos) == 0 {
+		return x.client
+	}
+	return x.protos[len(x.protos)-1]
+}
+
+// Protocol is the protocol of the body the running rule is handed: on the
+// request, the one it gets from the rule before it; on the response, the
+// one it gets from the rule after it (the upstream side). Only a bridge
+// sees two different protocols, and it knows both.
+func (x *Exchange) Protocol() Protocol {
+	if x.pos < 0 || x.pos >= len(x.rules) {
+		return x.client
+	}
+	if x.response {
+		return x.protos[x.pos+1]
+	}
+	return x.protos[x.pos]
+}
+
+// SetUpstreamPath records the path the request goes to; the handler sets
+// the client's path before the rules run.
+func (x *Exchange) SetUpstreamPath(p string) { x.path = p }
+
+// UpstreamPath is the path the request goes to after the request phase.
+func (x *Exchange) UpstreamPath() string { return x.path }
+
+// ReplacePathSuffix changes the upstream path's final segments from suffix
+// to repl, keeping any prefix (a gateway's /openai/v1/responses becomes
+// /openai/v1/chat/completions), and reports whether the path had suffix.
+func (x *Exchange) ReplacePathSuffix(suffix, repl string) bool {
+	p := strings.TrimSuffix(x.path, "/")
+	if !strings.HasSuffix(p, suffix) {
+		return false
+	}
+	x.path = p[:len(p)-len(suffix)] + repl
+	return true
+}
+
+// Record returns the value stored under key, creating it with mk on first
+// use. Transforms keep per-request state here; the key is usually a value
+// of a private type, one per rule when rules of one transform must not
+// share state.
+func (x *Exchange) Record(key any, mk func() any) any {
+	if v, ok := x.records[key]; ok {
+		return v
+	}
+	if x.records == nil {
+		x.records = make(map[any]any, 1)
+	}
+	v := mk()
+	x.records[key] = v
+	return v
+}
+
+// Tools is the request's tool identity map, shared by all rules.
+func (x *Exchange) Tools() *ToolMap { return &x.tools }
+
+// Applied lists the rules that changed this request or its response, in
+// the order they first did.
+func (x *Exchange) Applied() []*Rule { return x.applied }
+
+// Application is one rule having changed one phase of a request.
+type Application struct {
+	Rule  *Rule
+	Phase Phase
+}
+
+// Applications lists, in the order they happened, the phases in which each
+// rule changed something: at most one entry per rule and phase.
+func (x *Exchange) Applications() []Application { return x.apps }
+
+// Decision is one logged rule decision.
+type Decision struct {
+	Tool, Action, Reason string
+}
+
+// maxDecisions bounds what an explained request keeps: a request with
+// thousands of history calls must not grow an unbounded list.
+const maxDecisions = 64
+
+// Decisions returns the decisions kept for an explained request (at most
+// 64), in order; it is empty unless Explain is set.
+func (x *Exchange) Decisions() []Decision { return x.decisions }
+
+// Decide logs one rule decision at debug level. Names of tools are fine to
+// log; bodies and keys are not.
+func (x *Exchange) Decide(tool, action, reason string) {
+	if x.Explain && len(x.decisions) < maxDecisions {
+		x.decisions = append(x.decisions, Decision{Tool: tool, Action: action, Reason: reason})
+	}
+	if x.Logger == nil {
+		return
+	}
+	if ce := x.Logger.Check(zapcore.DebugLevel, "llm_transform decision"); ce != nil {
+		ce.Write(zap.String("tool", tool), zap.String("action", action), zap.String("reason", reason))
+	}
+}
+
+// CallBuffered records that n argument bytes were held for one tool call,
+// for the buffered-bytes histogram.
+func (x *Exchange) CallBuffered(n int) { x.callBufs = append(x.callBufs, n) }
+
+// CallBuffers returns what CallBuffered recorded, one entry per call.
+func (x *Exchange) CallBuffers() []int { return x.callBufs }
+
+// StreamError is the code of the error a stream rule ended the stream
+// with ("" if none did), e.g. max_call_buffer_exceeded.
+func (x *Exchange) StreamError() string { return x.streamErr }
+
+// markApplied counts r as having changed phase p of this request. Hits
+// count requests, so a rule acting on both phases is one hit.
+func (x *Exchange) markApplied(r *Rule, p Phase) {
+	for _, a := range x.apps {
+		if a.Rule == r && a.Phase == p {
+			return
+		}
+	}
+	x.apps = append(x.apps, Application{Rule: r, Phase: p})
+	for _, a := range x.applied {
+		if a == r {
+			return
+		}
+	}
+	r.hits.Add(1)
+	x.applied = append(x.applied, r)
+}
+
+// Begin selects the rules of c that apply to a request for model and binds
+// them to x, working out the protocol on each side of every rule. It
+// returns false when none applies, so callers can take the zero-cost
+// passthrough path.
+func (c *Chain) Begin(x *Exchange, model string) bool {
+	x.Model = model
+	x.rules = x.rules[:0]
+	x.protos = x.protos[:0]
+	if c == nil {
+		return false
+	}
+	p := x.client
+	for _, r := range c.rules {
+		if !r.matches(model) {
+			continue
+		}
+		x.rules = append(x.rules, r)
+		x.protos = append(x.protos, p)
+		if r.bridge != nil {
+			p = r.bridge.BridgedProtocol(p)
+		}
+	}
+	x.protos = append(x.protos, p)
+	return len(x.rules) > 0
+}
+
+// at positions x on bound rule i for one of its phases.
+func (x *Exchange) at(i int, response bool) { x.pos, x.response = i, response }
+
+// RewriteRequest runs the request phase of the bound rules in chain order,
+// each feeding the next. On error nothing is forwarded, so no rule's partial
+// work can leak.
+func (x *Exchange) RewriteRequest(body []byte) ([]byte, error) {
+	defer x.at(-1, false)
+	orig := body
+	x.orig = body
+	for i, r := range x.rules {
+		if r.phase&PhaseRequest == 0 {
+			continue
+		}
+		x.at(i, false)
+		out, err := r.req.RewriteRequest(x, body)
+		if err != nil {
+			return nil, err
+		}
+		if x.Invalid {
+			return orig, nil
+		}
+		if !sameSlice(out, body) {
+			x.markApplied(r, PhaseRequest)
+		}
+		body = out
+	}
+	x.takeEcho()
+	return body, nil
+}
+
+// WantsResponse reports whether any bound rule needs to see the response.
+func (x *Exchange) WantsResponse() bool {
+	defer x.at(-1, false)
+	if x.echoes() {
+		return true
+	}
+	for i, r := range x.rules {
+		x.at(i, true)
+		if r.phase&PhaseResponse != 0 && r.resp.WantsResponse(x) {
+			return true
+		}
+	}
+	return false
+}
+
+// RewriteResponse runs the response phase over a complete body, from the
+// rule nearest the upstream back to the client's side. It may run more than
+// once per exchange, once for every upstream response.
+func (x *Exchange) RewriteResponse(body []byte) ([]byte, error) {
+	defer x.at(-1, false)
+	for i := len(x.rules) - 1; i >= 0; i-- {
+		r := x.rules[i]
+		if r.phase&PhaseResponse == 0 {
+			continue
+		}
+		x.at(i, true)
+		out, err := r.resp.RewriteResponse(x, body)
+		if err != nil {
+			return nil, err
+		}
+		if !sameSlice(out, body) {
+			x.markApplied(r, PhaseResponse)
+		}
+		body = out
+	}
+	return x.restoreEcho(body), nil
+}
+
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// Error is a rejection the client sees in its own protocol's error shape.
+type Error struct {
+	Status  int
+	Type    string
+	Code    string
+	Param   string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// JSON renders the OpenAI error envelope.
+func (e *Error) JSON() []byte {
+	b := []byte(`{"error":{"message":`)
+	b = appendJSONString(b, e.Message)
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, e.Type)
+	b = append(b, `,"param":`...)
+	if e.Param == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendJSONString(b, e.Param)
+	}
+	b = append(b, `,"code":`...)
+	if e.Code == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendJSONString(b, e.Code)
+	}
+	return append(b, "}}"...)
+}

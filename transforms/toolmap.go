@@ -1,0 +1,73 @@
+package transforms
+
+// ToolID is a tool's identity on one side of a rule: the wire type of its
+// definition ("function", "custom", "local_shell", …), its namespace ("" for
+// none) and its name.
+type ToolID struct {
+	Type, Namespace, Name string
+}
+
+func (id ToolID) String() string {
+	if id.Namespace == "" {
+		return id.Name
+	}
+	return id.Namespace + "." + id.Name
+}
+
+// ToolMap is a request's tool identity map: every rule that changes how a
+// tool looks to the upstream (its type, name or namespace) links the
+// identity it was handed to the one it passed on. Links are kept per rule,
+// so a rule restores only its own work, and a later rule can follow the
+// links back to what the client declared. Lookups are constant time: a
+// request may carry thousands of tools.
+type ToolMap struct {
+	up     map[toolKey]ToolID // (owner, client side) -> upstream side
+	client map[toolKey]ToolID // (owner, upstream side) -> client side
+	links  int
+}
+
+type toolKey struct {
+	owner any
+	id    ToolID
+}
+
+// Link records that owner (a rule's record key) turned the identity client
+// into upstream. A later link of the same owner for the same identity
+// replaces the earlier one.
+func (m *ToolMap) Link(owner any, client, upstream ToolID) {
+	if m.up == nil {
+		m.up = map[toolKey]ToolID{}
+		m.client = map[toolKey]ToolID{}
+	}
+	m.up[toolKey{owner, client}] = upstream
+	m.client[toolKey{owner, upstream}] = client
+	m.links++
+}
+
+// Upstream returns what owner turned the client identity into.
+func (m *ToolMap) Upstream(owner any, client ToolID) (ToolID, bool) {
+	id, ok := m.up[toolKey{owner, client}]
+	return id, ok
+}
+
+// Client returns the identity owner turned into upstream.
+func (m *ToolMap) Client(owner any, upstream ToolID) (ToolID, bool) {
+	id, ok := m.client[toolKey{owner, upstream}]
+	return id, ok
+}
+
+// Len is the number of links recorded.
+func (m *ToolMap) Len() int { return m.links }
+
+// Origin follows the links of every owner back from an identity seen by
+// some rule to the identity the client declared (the identity itself when
+// no rule changed it). owners is the order in which the rules ran, client
+// side first; the walk goes from the last back to the first.
+func (m *ToolMap) Origin(owners []any, id ToolID) ToolID {
+	for i := len(owners) - 1; i >= 0; i-- {
+		if c, ok := m.client[toolKey{owners[i], id}]; ok {
+			id = c
+		}
+	}
+	return id
+}
