@@ -52,8 +52,8 @@ type APIKeyRules struct {
 }
 
 type apiKey struct {
-	sum   [sha256.Size]byte
-	label string // "api_key " + hash prefix: how the key shows in messages
+	sum      [sha256.Size]byte
+	label    string // "api_key " + hash prefix: how the key shows in messages
 	compiled []*transforms.Rule
 }
 
