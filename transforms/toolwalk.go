@@ -335,6 +335,22 @@ func (w *ToolWalk) Replace(n *ToolNode, repl []byte) {
 	}
 }
 
+// Rename plans a new name for a node: only the bytes of its name change,
+// in the flat shape or in Chat's nested object. It reports false when the
+// node has no name member to change.
+func (w *ToolWalk) Rename(n *ToolNode, name string) bool {
+	obj := n.Start
+	if n.InnerStart >= 0 {
+		obj = n.InnerStart
+	}
+	v := lookup(w.Doc, obj, "name")
+	if v.start < 0 || w.Doc[v.start] != '"' {
+		return false
+	}
+	w.Edit(v.start, v.end, appendJSONString(nil, name), n.Kind == NodeDefinition || n.Kind == NodeChoice)
+	return true
+}
+
 // Edit plans a replacement of any byte range of the body. changesTools says
 // whether it changes the tools or tool_choice the client declared, which
 // the engine then restores where responses echo them.
