@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -522,20 +523,20 @@ func (e *Error) Error() string { return e.Message }
 // JSON renders the OpenAI error envelope.
 func (e *Error) JSON() []byte {
 	b := []byte(`{"error":{"message":`)
-	b = appendJSONString(b, e.Message)
+	b = jsonspan.AppendStringStr(b, e.Message)
 	b = append(b, `,"type":`...)
-	b = appendJSONString(b, e.Type)
+	b = jsonspan.AppendStringStr(b, e.Type)
 	b = append(b, `,"param":`...)
 	if e.Param == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendJSONString(b, e.Param)
+		b = jsonspan.AppendStringStr(b, e.Param)
 	}
 	b = append(b, `,"code":`...)
 	if e.Code == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendJSONString(b, e.Code)
+		b = jsonspan.AppendStringStr(b, e.Code)
 	}
 	return append(b, "}}"...)
 }
@@ -594,7 +595,7 @@ func (x *Exchange) RewriteRequest(body []byte) ([]byte, error) {
 		if x.Invalid {
 			return orig, nil
 		}
-		if !sameSlice(out, body) {
+		if !jsonspan.SameSlice(out, body) {
 			x.markApplied(r, PhaseRequest)
 		}
 		body = out
@@ -622,16 +623,12 @@ func (x *Exchange) RewriteResponse(body []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !sameSlice(out, body) {
+		if !jsonspan.SameSlice(out, body) {
 			x.markApplied(r, PhaseResponse)
 		}
 		body = out
 	}
 	return body, nil
-}
-
-func sameSlice(a, b []byte) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // trackedTransform is a rule's transform as the engine hands it out: it
@@ -672,7 +669,7 @@ type trackedStream struct {
 
 func (t *trackedStream) forward(ev *Event) error {
 	t.emitted++
-	if !t.detected && (ev != t.cur || !sameSlice(ev.Data, t.curData) || !sameSlice(ev.Name, t.curName)) {
+	if !t.detected && (ev != t.cur || !jsonspan.SameSlice(ev.Data, t.curData) || !jsonspan.SameSlice(ev.Name, t.curName)) {
 		t.detected = true
 		t.x.markApplied(t.r, PhaseResponse)
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/llmtransform/caddy-llm-transform/patchfmt"
 	"github.com/llmtransform/caddy-llm-transform/streambuf"
 )
@@ -148,7 +149,7 @@ func (t *customTools) resolve(r *customRecord, ns, name string) (ident, bool) {
 
 // --- request side ---------------------------------------------------------
 
-// A request rewrite first plans every edit and checks for identity
+// A request rewrite first plans every jsonspan.Edit and checks for identity
 // conflicts, and only then builds the new body, so a rejected request is
 // never half converted.
 type requestPlan struct {
@@ -156,12 +157,12 @@ type requestPlan struct {
 	x      *Exchange
 	doc    []byte
 	rec    *customRecord
-	edits  []edit
+	edits  []jsonspan.Edit
 	chat   bool
 	native map[ident]string // native function identities and where they were seen
 	picked []pickedCustom
-	outs   []span // custom_tool_call_output items, decided after all calls are known
-	choice span
+	outs   []jsonspan.Span // custom_tool_call_output items, decided after all calls are known
+	choice jsonspan.Span
 }
 
 type pickedCustom struct {
@@ -180,26 +181,26 @@ func (t *customTools) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 	// One walk over the top level validates the whole body and visits
 	// tools, history and tool_choice as it passes them; a body that is not
 	// valid JSON goes upstream exactly as it came.
-	var tools, choice span = span{-1, -1}, span{-1, -1}
-	end := walkMembers(body, 0, func(k span, v int) int {
+	var tools, choice jsonspan.Span = jsonspan.NoSpan(), jsonspan.NoSpan()
+	end := jsonspan.WalkMembers(body, 0, func(k jsonspan.Span, v int) int {
 		var e int
 		switch {
-		case keyIs(body, k, "tools"):
+		case jsonspan.KeyIs(body, k, "tools"):
 			e = p.walkTools(v, "", "tools")
-			tools = span{v, e}
-		case keyIs(body, k, "input") && !p.chat:
+			tools = jsonspan.Span{Start: v, End: e}
+		case jsonspan.KeyIs(body, k, "input") && !p.chat:
 			e = p.walkInput(v)
-		case keyIs(body, k, "messages") && p.chat:
+		case jsonspan.KeyIs(body, k, "messages") && p.chat:
 			e = p.walkMessages(v)
-		case keyIs(body, k, "tool_choice"):
-			e = skipValue(body, v)
-			choice = span{v, e}
+		case jsonspan.KeyIs(body, k, "tool_choice"):
+			e = jsonspan.SkipValue(body, v)
+			choice = jsonspan.Span{Start: v, End: e}
 		default:
-			e = skipValue(body, v)
+			e = jsonspan.SkipValue(body, v)
 		}
 		return e
 	})
-	if end < 0 || skipSpace(body, end) != len(body) {
+	if end < 0 || jsonspan.SkipSpace(body, end) != len(body) {
 		p.x.Invalid = true
 		return body, nil
 	}
@@ -218,7 +219,7 @@ func (t *customTools) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 	for _, sp := range p.outs {
 		p.planOutput(sp)
 	}
-	if choice.start >= 0 {
+	if choice.Start >= 0 {
 		p.planChoice(choice)
 	}
 	if len(p.edits) == 0 {
@@ -227,11 +228,11 @@ func (t *customTools) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 	for _, pc := range p.picked {
 		p.rec.converted[pc.id] = true
 	}
-	if p.rec.origTools == nil && tools.start >= 0 {
-		p.rec.origTools = bytes.Clone(body[tools.start:tools.end])
+	if p.rec.origTools == nil && tools.Start >= 0 {
+		p.rec.origTools = bytes.Clone(body[tools.Start:tools.End])
 	}
-	if p.rec.origChoice == nil && choice.start >= 0 {
-		p.rec.origChoice = bytes.Clone(body[choice.start:choice.end])
+	if p.rec.origChoice == nil && choice.Start >= 0 {
+		p.rec.origChoice = bytes.Clone(body[choice.Start:choice.End])
 	}
 	x.Converted += len(p.edits)
 	return x.applyEdits(body, p.edits), nil
@@ -251,35 +252,35 @@ func (p *requestPlan) pick(id ident, where string) {
 // It returns the end of the value at start, or -1 when it is malformed.
 func (p *requestPlan) walkTools(start int, enclosing, where string) int {
 	if start >= len(p.doc) || p.doc[start] != '[' {
-		return skipValue(p.doc, start) // not a list of tools: nothing of ours
+		return jsonspan.SkipValue(p.doc, start) // not a list of tools: nothing of ours
 	}
 	i := 0
-	return eachElement(p.doc, start, func(el span) bool {
+	return jsonspan.EachElement(p.doc, start, func(el jsonspan.Span) bool {
 		path := where + "[" + strconv.Itoa(i) + "]"
 		i++
-		var f [5]span
-		objectFields(p.doc, el.start, []string{"type", "name", "namespace", "tools", "custom"}, f[:])
-		typ, _ := stringValue(p.doc, f[0])
-		name, _ := stringValue(p.doc, f[1])
-		ns, _ := stringValue(p.doc, f[2])
+		var f [5]jsonspan.Span
+		jsonspan.ObjectFields(p.doc, el.Start, []string{"type", "name", "namespace", "tools", "custom"}, f[:])
+		typ, _ := jsonspan.StringValue(p.doc, f[0])
+		name, _ := jsonspan.StringValue(p.doc, f[1])
+		ns, _ := jsonspan.StringValue(p.doc, f[2])
 		if ns == "" {
 			ns = enclosing
 		}
 		switch typ {
 		case "namespace":
-			if f[3].start >= 0 {
-				return p.walkTools(f[3].start, name, path+".tools") >= 0
+			if f[3].Start >= 0 {
+				return p.walkTools(f[3].Start, name, path+".tools") >= 0
 			}
 		case "function":
 			if p.chat {
-				name = nestedString(p.doc, el.start, "function", "name")
+				name = nestedString(p.doc, el.Start, "function", "name")
 			}
 			id := ident{ns, name}
 			p.rec.addKnown(id)
 			p.native[id] = path
 		case "custom":
 			if p.chat {
-				name = nestedString(p.doc, el.start, "custom", "name")
+				name = nestedString(p.doc, el.Start, "custom", "name")
 			}
 			id := ident{ns, name}
 			p.rec.addKnown(id)
@@ -295,14 +296,14 @@ func (p *requestPlan) walkTools(start int, enclosing, where string) int {
 			} else {
 				repl = p.descriptor(el, name)
 			}
-			p.edits = append(p.edits, edit{el.start, el.end, repl})
+			p.edits = append(p.edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: repl})
 		}
 		return true
 	})
 }
 
 // descriptor rewrites a flat Responses custom tool into a function tool.
-func (p *requestPlan) descriptor(el span, name string) []byte {
+func (p *requestPlan) descriptor(el jsonspan.Span, name string) []byte {
 	return p.functionBody(nil, el, name, true)
 }
 
@@ -310,36 +311,36 @@ func (p *requestPlan) descriptor(el span, name string) []byte {
 // object at obj: Responses' flat tool (flat: its "type" becomes "function")
 // or Chat's inner "custom" object. The grammar cannot be expressed as a JSON
 // schema, so format goes and the generated schema and strict:false replace
-// it; every other member stays.
-func (p *requestPlan) functionBody(dst []byte, obj span, name string, flat bool) []byte {
+// it; every other jsonspan.Member stays.
+func (p *requestPlan) functionBody(dst []byte, obj jsonspan.Span, name string, flat bool) []byte {
 	doc := p.doc
 	patch := name == "apply_patch"
-	w := newObj(dst)
+	w := jsonspan.NewObj(dst)
 	hasDesc := false
-	eachMember(doc, obj.start, func(m member) bool {
+	jsonspan.EachMember(doc, obj.Start, func(m jsonspan.Member) bool {
 		switch {
-		case flat && m.keyIs(doc, "type"):
-			w.key("type")
-			w.b = append(w.b, `"function"`...)
-		case m.keyIs(doc, "format"), m.keyIs(doc, "strict"), m.keyIs(doc, "parameters"), flat && m.keyIs(doc, "custom"):
-		case m.keyIs(doc, "description") && patch:
+		case flat && m.KeyIs(doc, "type"):
+			w.Key("type")
+			w.B = append(w.B, `"function"`...)
+		case m.KeyIs(doc, "format"), m.KeyIs(doc, "strict"), m.KeyIs(doc, "parameters"), flat && m.KeyIs(doc, "custom"):
+		case m.KeyIs(doc, "description") && patch:
 			hasDesc = true
-			w.key("description")
-			w.b = appendPatchDescription(w.b, doc, m.value)
+			w.Key("description")
+			w.B = appendPatchDescription(w.B, doc, m.Value)
 		default:
-			w.raw(doc, m)
+			w.Raw(doc, m)
 		}
 		return true
 	})
 	if patch && !hasDesc {
-		w.key("description")
-		w.b = appendJSONString(w.b, patchUsage)
+		w.Key("description")
+		w.B = jsonspan.AppendStringStr(w.B, patchUsage)
 	}
-	w.key("parameters")
-	w.b = appendSchema(w.b, patch)
-	w.key("strict")
-	w.b = append(w.b, "false"...)
-	return w.close()
+	w.Key("parameters")
+	w.B = appendSchema(w.B, patch)
+	w.Key("strict")
+	w.B = append(w.B, "false"...)
+	return w.Close()
 }
 
 var inputFields = []string{"type", "name", "namespace", "call_id", "tools"}
@@ -348,29 +349,29 @@ var inputFields = []string{"type", "name", "namespace", "call_id", "tools"}
 func (p *requestPlan) walkInput(start int) int {
 	doc := p.doc
 	if start >= len(doc) || doc[start] != '[' {
-		return skipValue(doc, start) // a plain string prompt
+		return jsonspan.SkipValue(doc, start) // a plain string prompt
 	}
-	var f [5]span
+	var f [5]jsonspan.Span
 	i := -1
-	return eachObject(doc, start, inputFields, f[:], func(el span, f []span) bool {
+	return jsonspan.EachObject(doc, start, inputFields, f[:], func(el jsonspan.Span, f []jsonspan.Span) bool {
 		i++
 		typ := f[0]
 		switch {
-		case isString(doc, typ, "additional_tools"):
-			if f[4].start >= 0 {
-				return p.walkTools(f[4].start, "", "input["+strconv.Itoa(i)+"].tools") >= 0
+		case jsonspan.IsString(doc, typ, "additional_tools"):
+			if f[4].Start >= 0 {
+				return p.walkTools(f[4].Start, "", "input["+strconv.Itoa(i)+"].tools") >= 0
 			}
-		case isString(doc, typ, "function_call"):
-			name, _ := stringValue(doc, f[1])
-			ns, _ := stringValue(doc, f[2])
+		case jsonspan.IsString(doc, typ, "function_call"):
+			name, _ := jsonspan.StringValue(doc, f[1])
+			ns, _ := jsonspan.StringValue(doc, f[2])
 			id := ident{ns, name}
 			p.rec.addKnown(id)
 			if _, seen := p.native[id]; !seen {
 				p.native[id] = "input[" + strconv.Itoa(i) + "]"
 			}
-		case isString(doc, typ, "custom_tool_call"):
-			name, _ := stringValue(doc, f[1])
-			ns, _ := stringValue(doc, f[2])
+		case jsonspan.IsString(doc, typ, "custom_tool_call"):
+			name, _ := jsonspan.StringValue(doc, f[1])
+			ns, _ := jsonspan.StringValue(doc, f[2])
 			id := ident{ns, name}
 			p.rec.addKnown(id)
 			if !p.t.selects(name) {
@@ -379,11 +380,11 @@ func (p *requestPlan) walkInput(start int) int {
 			if !p.isPicked(id) { // format the location once per identity
 				p.pick(id, "input["+strconv.Itoa(i)+"]")
 			}
-			if callID, ok := stringValue(doc, f[3]); ok {
+			if callID, ok := jsonspan.StringValue(doc, f[3]); ok {
 				p.rec.calls[callID] = id
 			}
-			p.edits = append(p.edits, edit{el.start, el.end, p.historyCall(el)})
-		case isString(doc, typ, "custom_tool_call_output"):
+			p.edits = append(p.edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: p.historyCall(el)})
+		case jsonspan.IsString(doc, typ, "custom_tool_call_output"):
 			p.outs = append(p.outs, el)
 		}
 		return true
@@ -394,54 +395,54 @@ func (p *requestPlan) walkInput(start int) int {
 // wrapped exactly once, even when it already looks like JSON, and the
 // custom item id is dropped: Responses upstreams reject ctc_ ids on
 // function items, and call_id is what correlates the pair.
-func (p *requestPlan) historyCall(el span) []byte {
+func (p *requestPlan) historyCall(el jsonspan.Span) []byte {
 	doc := p.doc
-	w := newObj(make([]byte, 0, el.end-el.start+64))
-	input := span{-1, -1}
-	retype(&w, doc, el, "function_call", func(w *objWriter, m member) bool {
+	w := jsonspan.NewObj(make([]byte, 0, el.End-el.Start+64))
+	input := jsonspan.NoSpan()
+	jsonspan.Retype(&w, doc, el, "function_call", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
 		switch {
-		case m.keyIs(doc, "id"):
-		case m.keyIs(doc, "input"):
-			input = m.value
+		case m.KeyIs(doc, "id"):
+		case m.KeyIs(doc, "input"):
+			input = m.Value
 		default:
 			return false
 		}
 		return true
 	})
 	wrapInput(&w, doc, input)
-	return w.close()
+	return w.Close()
 }
 
 // wrapInput writes "arguments" as {"input": <the raw input value>}, wrapped
 // exactly once; an absent input becomes the empty string.
-func wrapInput(w *objWriter, doc []byte, v span) {
-	w.key("arguments")
-	if v.start < 0 {
-		w.b = append(w.b, `"{\"input\":\"\"}"`...)
+func wrapInput(w *jsonspan.ObjWriter, doc []byte, v jsonspan.Span) {
+	w.Key("arguments")
+	if v.Start < 0 {
+		w.B = append(w.B, `"{\"input\":\"\"}"`...)
 		return
 	}
-	w.b = appendQuotedJSON(w.b, []byte(`{"input":`), doc[v.start:v.end], []byte("}"))
+	w.B = jsonspan.AppendQuoted(w.B, []byte(`{"input":`), doc[v.Start:v.End], []byte("}"))
 }
 
 // planOutput converts a custom_tool_call_output whose call was converted, or
 // which names a converted definition explicitly.
-func (p *requestPlan) planOutput(el span) {
+func (p *requestPlan) planOutput(el jsonspan.Span) {
 	doc := p.doc
-	var f [3]span
-	objectFields(doc, el.start, []string{"call_id", "name", "namespace"}, f[:])
-	callID, _ := stringValue(doc, f[0])
+	var f [3]jsonspan.Span
+	jsonspan.ObjectFields(doc, el.Start, []string{"call_id", "name", "namespace"}, f[:])
+	callID, _ := jsonspan.StringValue(doc, f[0])
 	_, owned := p.rec.calls[callID]
 	if !owned {
-		name, ok := stringValue(doc, f[1])
-		ns, _ := stringValue(doc, f[2])
+		name, ok := jsonspan.StringValue(doc, f[1])
+		ns, _ := jsonspan.StringValue(doc, f[2])
 		owned = ok && p.t.selects(name) && p.rec.fromDescriptor[ident{ns, name}] && p.isPicked(ident{ns, name})
 	}
 	if !owned {
 		return
 	}
-	w := newObj(nil)
-	retype(&w, doc, el, "function_call_output", dropMember(doc, "id"))
-	p.edits = append(p.edits, edit{el.start, el.end, w.close()})
+	w := jsonspan.NewObj(nil)
+	jsonspan.Retype(&w, doc, el, "function_call_output", jsonspan.DropMember(doc, "id"))
+	p.edits = append(p.edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: w.Close()})
 }
 
 func (p *requestPlan) isPicked(id ident) bool {
@@ -455,31 +456,31 @@ func (p *requestPlan) isPicked(id ident) bool {
 
 // planChoice rewrites a custom tool_choice, or custom entries of an
 // allowed_tools choice, when the tool's definition was converted here.
-func (p *requestPlan) planChoice(sp span) {
+func (p *requestPlan) planChoice(sp jsonspan.Span) {
 	doc := p.doc
-	if doc[sp.start] != '{' {
+	if doc[sp.Start] != '{' {
 		return // "auto", "required", "none"
 	}
-	typ := lookup(doc, sp.start, "type")
+	typ := jsonspan.Lookup(doc, sp.Start, "type")
 	switch {
-	case isString(doc, typ, "custom"):
+	case jsonspan.IsString(doc, typ, "custom"):
 		if repl, ok := p.choiceEntry(sp); ok {
-			p.edits = append(p.edits, edit{sp.start, sp.end, repl})
+			p.edits = append(p.edits, jsonspan.Edit{Start: sp.Start, End: sp.End, Repl: repl})
 		}
-	case isString(doc, typ, "allowed_tools"):
-		tools := lookup(doc, sp.start, "tools")
+	case jsonspan.IsString(doc, typ, "allowed_tools"):
+		tools := jsonspan.Lookup(doc, sp.Start, "tools")
 		if p.chat {
-			if inner := lookup(doc, sp.start, "allowed_tools"); inner.start >= 0 && doc[inner.start] == '{' {
-				tools = lookup(doc, inner.start, "tools")
+			if inner := jsonspan.Lookup(doc, sp.Start, "allowed_tools"); inner.Start >= 0 && doc[inner.Start] == '{' {
+				tools = jsonspan.Lookup(doc, inner.Start, "tools")
 			}
 		}
-		if tools.start < 0 {
+		if tools.Start < 0 {
 			return
 		}
-		eachElement(doc, tools.start, func(el span) bool {
-			if isString(doc, lookup(doc, el.start, "type"), "custom") {
+		jsonspan.EachElement(doc, tools.Start, func(el jsonspan.Span) bool {
+			if jsonspan.IsString(doc, jsonspan.Lookup(doc, el.Start, "type"), "custom") {
 				if repl, ok := p.choiceEntry(el); ok {
-					p.edits = append(p.edits, edit{el.start, el.end, repl})
+					p.edits = append(p.edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: repl})
 				}
 			}
 			return true
@@ -490,43 +491,43 @@ func (p *requestPlan) planChoice(sp span) {
 // choiceEntry rewrites one {"type":"custom",...} selector. The name may sit
 // flat or in a nested "custom" object; the nested object is renamed to
 // "function" with its contents untouched.
-func (p *requestPlan) choiceEntry(el span) ([]byte, bool) {
+func (p *requestPlan) choiceEntry(el jsonspan.Span) ([]byte, bool) {
 	doc := p.doc
-	var f [3]span
-	objectFields(doc, el.start, []string{"name", "namespace", "custom"}, f[:])
-	name, _ := stringValue(doc, f[0])
-	ns, _ := stringValue(doc, f[1])
-	if f[2].start >= 0 && doc[f[2].start] == '{' {
+	var f [3]jsonspan.Span
+	jsonspan.ObjectFields(doc, el.Start, []string{"name", "namespace", "custom"}, f[:])
+	name, _ := jsonspan.StringValue(doc, f[0])
+	ns, _ := jsonspan.StringValue(doc, f[1])
+	if f[2].Start >= 0 && doc[f[2].Start] == '{' {
 		if name == "" {
-			name, _ = stringValue(doc, lookup(doc, f[2].start, "name"))
+			name, _ = jsonspan.StringValue(doc, jsonspan.Lookup(doc, f[2].Start, "name"))
 		}
 		if ns == "" {
-			ns, _ = stringValue(doc, lookup(doc, f[2].start, "namespace"))
+			ns, _ = jsonspan.StringValue(doc, jsonspan.Lookup(doc, f[2].Start, "namespace"))
 		}
 	}
 	id := ident{ns, name}
 	if !p.rec.fromDescriptor[id] || !p.isPicked(id) {
 		return nil, false
 	}
-	w := newObj(nil)
-	retype(&w, doc, el, "function", func(w *objWriter, m member) bool {
-		if !m.keyIs(doc, "custom") {
+	w := jsonspan.NewObj(nil)
+	jsonspan.Retype(&w, doc, el, "function", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
+		if !m.KeyIs(doc, "custom") {
 			return false
 		}
-		w.key("function")
-		w.b = append(w.b, doc[m.value.start:m.value.end]...)
+		w.Key("function")
+		w.B = append(w.B, doc[m.Value.Start:m.Value.End]...)
 		return true
 	})
 	p.x.Decide(id.String(), "convert_tool_choice", "tool_choice names a converted custom tool")
-	return w.close(), true
+	return w.Close(), true
 }
 
 func nestedString(doc []byte, start int, obj, key string) string {
-	o := lookup(doc, start, obj)
-	if o.start < 0 || doc[o.start] != '{' {
+	o := jsonspan.Lookup(doc, start, obj)
+	if o.Start < 0 || doc[o.Start] != '{' {
 		return ""
 	}
-	s, _ := stringValue(doc, lookup(doc, o.start, key))
+	s, _ := jsonspan.StringValue(doc, jsonspan.Lookup(doc, o.Start, key))
 	return s
 }
 
@@ -551,18 +552,18 @@ const patchUsage = "Call this function with the patch text in the `input` argume
 
 const patchUsageMarker = "Call this function with the patch text in the `input` argument."
 
-func appendPatchDescription(dst, doc []byte, v span) []byte {
-	desc, ok := stringValue(doc, v)
+func appendPatchDescription(dst, doc []byte, v jsonspan.Span) []byte {
+	desc, ok := jsonspan.StringValue(doc, v)
 	if !ok {
-		return appendJSONString(dst, patchUsage)
+		return jsonspan.AppendStringStr(dst, patchUsage)
 	}
 	if strings.Contains(desc, patchUsageMarker) {
-		return append(dst, doc[v.start:v.end]...)
+		return append(dst, doc[v.Start:v.End]...)
 	}
 	if strings.TrimSpace(desc) == "" {
-		return appendJSONString(dst, patchUsage)
+		return jsonspan.AppendStringStr(dst, patchUsage)
 	}
-	return appendJSONString(dst, desc+"\n\n"+patchUsage)
+	return jsonspan.AppendStringStr(dst, desc+"\n\n"+patchUsage)
 }
 
 var (
@@ -572,7 +573,7 @@ var (
 
 func schemaJSON(desc string) []byte {
 	b := []byte(`{"type":"object","properties":{"input":{"type":"string","description":`)
-	b = appendJSONString(b, desc)
+	b = jsonspan.AppendStringStr(b, desc)
 	return append(b, `}},"required":["input"],"additionalProperties":false}`...)
 }
 
@@ -591,20 +592,20 @@ func appendSchema(dst []byte, patch bool) []byte {
 // level. Anything else, invalid JSON included, is the input as it stands.
 func unwrapArgs(args []byte) []byte {
 	t := bytes.TrimSpace(args)
-	if len(t) == 0 || !validDocument(t) {
+	if len(t) == 0 || !jsonspan.Valid(t) {
 		return args
 	}
 	switch t[0] {
 	case '"':
-		return unescapeJSON(nil, t[1:len(t)-1])
+		return jsonspan.Unescape(nil, t[1:len(t)-1])
 	case '{':
-		var f [4]span
-		objectFields(t, 0, []string{"input", "patch", "command", "content"}, f[:])
+		var f [4]jsonspan.Span
+		jsonspan.ObjectFields(t, 0, []string{"input", "patch", "command", "content"}, f[:])
 		for k, sp := range f {
-			if sp.start < 0 || t[sp.start] != '"' {
+			if sp.Start < 0 || t[sp.Start] != '"' {
 				continue
 			}
-			v := unescapeJSON(nil, t[sp.start+1:sp.end-1])
+			v := jsonspan.Unescape(nil, t[sp.Start+1:sp.End-1])
 			if k == 0 || bytes.Contains(v, []byte("Begin Patch")) {
 				return v
 			}
@@ -624,62 +625,62 @@ func finalInput(id ident, args []byte) []byte {
 
 // restoredItem rewrites a function_call item into a custom_tool_call with the
 // given input (nil input: taken from the item's arguments).
-func restoredItem(dst, doc []byte, el span, id ident, input []byte) []byte {
+func restoredItem(dst, doc []byte, el jsonspan.Span, id ident, input []byte) []byte {
 	if input == nil {
-		if a := lookup(doc, el.start, "arguments"); a.start >= 0 && doc[a.start] == '"' {
-			input = finalInput(id, unescapeJSON(nil, doc[a.start+1:a.end-1]))
+		if a := jsonspan.Lookup(doc, el.Start, "arguments"); a.Start >= 0 && doc[a.Start] == '"' {
+			input = finalInput(id, jsonspan.Unescape(nil, doc[a.Start+1:a.End-1]))
 		} else {
 			input = finalInput(id, nil)
 		}
 	}
-	w := newObj(dst)
+	w := jsonspan.NewObj(dst)
 	sawNS := false
-	retype(&w, doc, el, "custom_tool_call", func(w *objWriter, m member) bool {
+	jsonspan.Retype(&w, doc, el, "custom_tool_call", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
 		switch {
-		case m.keyIs(doc, "arguments"):
-			w.key("input")
-			w.b = streambuf.AppendJSONString(w.b, input)
+		case m.KeyIs(doc, "arguments"):
+			w.Key("input")
+			w.B = jsonspan.AppendString(w.B, input)
 			return true
-		case m.keyIs(doc, "namespace"):
+		case m.KeyIs(doc, "namespace"):
 			sawNS = true
 		}
 		return false
 	})
 	if !sawNS && id.ns != "" {
-		w.key("namespace")
-		w.b = appendJSONString(w.b, id.ns)
+		w.Key("namespace")
+		w.B = jsonspan.AppendStringStr(w.B, id.ns)
 	}
-	return w.close()
+	return w.Close()
 }
 
 // restoreResponseObject rewrites a Responses response object: converted
 // output items, and the echoed tools and tool_choice. On a stream, done
 // gives the inputs the stream already settled, by output position and item
 // id; with onlyDone, calls the stream did not complete stay as they are.
-func (t *customTools) restoreResponseObject(x *Exchange, doc []byte, obj span, done func(callID, itemID string, pos int) ([]byte, bool), onlyDone bool) []edit {
+func (t *customTools) restoreResponseObject(x *Exchange, doc []byte, obj jsonspan.Span, done func(callID, itemID string, pos int) ([]byte, bool), onlyDone bool) []jsonspan.Edit {
 	r := record(x)
-	var f [3]span
-	objectFields(doc, obj.start, []string{"output", "tools", "tool_choice"}, f[:])
-	var edits []edit
-	if f[0].start >= 0 {
+	var f [3]jsonspan.Span
+	jsonspan.ObjectFields(doc, obj.Start, []string{"output", "tools", "tool_choice"}, f[:])
+	var edits []jsonspan.Edit
+	if f[0].Start >= 0 {
 		pos := -1
-		eachElement(doc, f[0].start, func(el span) bool {
+		jsonspan.EachElement(doc, f[0].Start, func(el jsonspan.Span) bool {
 			pos++
-			if !isString(doc, lookup(doc, el.start, "type"), "function_call") {
+			if !jsonspan.IsString(doc, jsonspan.Lookup(doc, el.Start, "type"), "function_call") {
 				return true
 			}
-			var g [4]span
-			objectFields(doc, el.start, []string{"name", "namespace", "id", "call_id"}, g[:])
-			name, _ := stringValue(doc, g[0])
-			ns, _ := stringValue(doc, g[1])
+			var g [4]jsonspan.Span
+			jsonspan.ObjectFields(doc, el.Start, []string{"name", "namespace", "id", "call_id"}, g[:])
+			name, _ := jsonspan.StringValue(doc, g[0])
+			ns, _ := jsonspan.StringValue(doc, g[1])
 			id, ok := t.resolve(r, ns, name)
 			if !ok {
 				return true
 			}
 			var input []byte
 			if done != nil {
-				itemID, _ := stringValue(doc, g[2])
-				callID, _ := stringValue(doc, g[3])
+				itemID, _ := jsonspan.StringValue(doc, g[2])
+				callID, _ := jsonspan.StringValue(doc, g[3])
 				var seen bool
 				if input, seen = done(callID, itemID, pos); !seen && onlyDone {
 					return true // never build a call the stream did not complete
@@ -688,15 +689,15 @@ func (t *customTools) restoreResponseObject(x *Exchange, doc []byte, obj span, d
 				x.Restored++
 				x.Decide(id.String(), "restore_call", "function call of a converted custom tool")
 			}
-			edits = append(edits, edit{el.start, el.end, restoredItem(nil, doc, el, id, input)})
+			edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: restoredItem(nil, doc, el, id, input)})
 			return true
 		})
 	}
-	if r.origTools != nil && f[1].start >= 0 {
-		edits = append(edits, edit{f[1].start, f[1].end, r.origTools})
+	if r.origTools != nil && f[1].Start >= 0 {
+		edits = append(edits, jsonspan.Edit{Start: f[1].Start, End: f[1].End, Repl: r.origTools})
 	}
-	if r.origChoice != nil && f[2].start >= 0 {
-		edits = append(edits, edit{f[2].start, f[2].end, r.origChoice})
+	if r.origChoice != nil && f[2].Start >= 0 {
+		edits = append(edits, jsonspan.Edit{Start: f[2].Start, End: f[2].End, Repl: r.origChoice})
 	}
 	return edits
 }
@@ -705,10 +706,10 @@ func (t *customTools) RewriteResponse(x *Exchange, body []byte) ([]byte, error) 
 	if x.Protocol == ProtocolChat {
 		return t.chatResponse(x, body)
 	}
-	if x.Protocol != ProtocolResponses || !record(x).active() || !validDocument(body) {
+	if x.Protocol != ProtocolResponses || !record(x).active() || !jsonspan.Valid(body) {
 		return body, nil
 	}
-	return x.applyEdits(body, t.restoreResponseObject(x, body, span{skipSpace(body, 0), len(body)}, nil, false)), nil
+	return x.applyEdits(body, t.restoreResponseObject(x, body, jsonspan.Span{Start: jsonspan.SkipSpace(body, 0), End: len(body)}, nil, false)), nil
 }
 
 func (r *customRecord) active() bool { return len(r.converted) > 0 }
@@ -798,16 +799,16 @@ func (s *customStream) findItem(callID, itemID string, outputIndex []byte) (*cus
 
 // where reads the item id and output index an event refers to; item says
 // where the item object is, for output_item events.
-func where(d []byte, item span) (itemID string, outputIndex []byte) {
-	var f [2]span
-	objectFields(d, 0, []string{"item_id", "output_index"}, f[:])
-	if item.start >= 0 {
-		itemID, _ = stringValue(d, lookup(d, item.start, "id"))
+func where(d []byte, item jsonspan.Span) (itemID string, outputIndex []byte) {
+	var f [2]jsonspan.Span
+	jsonspan.ObjectFields(d, 0, []string{"item_id", "output_index"}, f[:])
+	if item.Start >= 0 {
+		itemID, _ = jsonspan.StringValue(d, jsonspan.Lookup(d, item.Start, "id"))
 	} else {
-		itemID, _ = stringValue(d, f[0])
+		itemID, _ = jsonspan.StringValue(d, f[0])
 	}
-	if f[1].start >= 0 {
-		outputIndex = d[f[1].start:f[1].end]
+	if f[1].Start >= 0 {
+		outputIndex = d[f[1].Start:f[1].End]
 	}
 	return itemID, outputIndex
 }
@@ -853,15 +854,15 @@ func (s *customStream) Event(ev *Event, emit Emit) error {
 	if len(d) == 0 || d[0] != '{' {
 		return emit(ev)
 	}
-	typ := lookup(d, 0, "type")
-	if typ.start < 0 {
+	typ := jsonspan.Lookup(d, 0, "type")
+	if typ.Start < 0 {
 		return emit(ev)
 	}
-	switch string(d[typ.start:typ.end]) {
+	switch string(d[typ.Start:typ.End]) {
 	case `"response.output_item.added"`:
 		return s.itemAdded(ev, d, emit)
 	case `"response.function_call_arguments.delta"`:
-		c, closed := s.find(where(d, span{-1, -1}))
+		c, closed := s.find(where(d, jsonspan.NoSpan()))
 		switch {
 		case c != nil:
 			return s.argsDelta(c, d, emit)
@@ -869,13 +870,13 @@ func (s *customStream) Event(ev *Event, emit Emit) error {
 			return nil
 		}
 	case `"response.function_call_arguments.done"`:
-		c, closed := s.find(where(d, span{-1, -1}))
+		c, closed := s.find(where(d, jsonspan.NoSpan()))
 		switch {
 		case c != nil:
-			args := lookup(d, 0, "arguments")
+			args := jsonspan.Lookup(d, 0, "arguments")
 			var full []byte
-			if args.start >= 0 && d[args.start] == '"' {
-				full = unescapeJSON(nil, d[args.start+1:args.end-1])
+			if args.Start >= 0 && d[args.Start] == '"' {
+				full = jsonspan.Unescape(nil, d[args.Start+1:args.End-1])
 			}
 			return s.finishInput(c, full, d, emit)
 		case closed:
@@ -886,7 +887,7 @@ func (s *customStream) Event(ev *Event, emit Emit) error {
 	case `"response.completed"`, `"response.created"`, `"response.in_progress"`, `"response.queued"`:
 		return s.responseEvent(ev, d, emit, false)
 	case `"response.failed"`, `"response.incomplete"`:
-		s.abandon("terminal " + string(d[typ.start+1:typ.end-1]))
+		s.abandon("terminal " + string(d[typ.Start+1:typ.End-1]))
 		return s.responseEvent(ev, d, emit, true)
 	case `"error"`:
 		s.abandon("upstream error event")
@@ -920,14 +921,14 @@ func (s *customStream) End(emit Emit) error {
 
 // converted resolves the function_call item at item to the identity this
 // request converted, if any.
-func (s *customStream) converted(d []byte, item span) (ident, bool) {
-	if item.start < 0 || d[item.start] != '{' || !isString(d, lookup(d, item.start, "type"), "function_call") {
+func (s *customStream) converted(d []byte, item jsonspan.Span) (ident, bool) {
+	if item.Start < 0 || d[item.Start] != '{' || !jsonspan.IsString(d, jsonspan.Lookup(d, item.Start, "type"), "function_call") {
 		return ident{}, false
 	}
-	var g [2]span
-	objectFields(d, item.start, []string{"name", "namespace"}, g[:])
-	name, _ := stringValue(d, g[0])
-	ns, _ := stringValue(d, g[1])
+	var g [2]jsonspan.Span
+	jsonspan.ObjectFields(d, item.Start, []string{"name", "namespace"}, g[:])
+	name, _ := jsonspan.StringValue(d, g[0])
+	ns, _ := jsonspan.StringValue(d, g[1])
 	return s.t.resolve(s.rec, ns, name)
 }
 
@@ -949,32 +950,32 @@ func (s *customStream) itemAdded(ev *Event, d []byte, emit Emit) error {
 	if s.failed {
 		return emit(ev)
 	}
-	item := lookup(d, 0, "item")
+	item := jsonspan.Lookup(d, 0, "item")
 	id, ok := s.converted(d, item)
 	if !ok {
 		return emit(ev)
 	}
 	itemID, oi := where(d, item)
-	callID, _ := stringValue(d, lookup(d, item.start, "call_id"))
+	callID, _ := jsonspan.StringValue(d, jsonspan.Lookup(d, item.Start, "call_id"))
 	s.newCall(id, itemID, oi, callID)
 	s.x.Decide(id.String(), "restore_call", "stream header of a converted custom tool")
 	repl := restoredItem(nil, d, item, id, []byte{})
 	return emit(&Event{Name: ev.Name, Data: spliceOne(d, item, repl)})
 }
 
-func spliceOne(doc []byte, sp span, repl []byte) []byte {
-	out := make([]byte, 0, len(doc)-(sp.end-sp.start)+len(repl))
-	out = append(out, doc[:sp.start]...)
+func spliceOne(doc []byte, sp jsonspan.Span, repl []byte) []byte {
+	out := make([]byte, 0, len(doc)-(sp.End-sp.Start)+len(repl))
+	out = append(out, doc[:sp.Start]...)
 	out = append(out, repl...)
-	return append(out, doc[sp.end:]...)
+	return append(out, doc[sp.End:]...)
 }
 
 func (s *customStream) argsDelta(c *customCall, d []byte, emit Emit) error {
-	sp := lookup(d, 0, "delta")
-	if sp.start < 0 || d[sp.start] != '"' || c.inputDone {
+	sp := jsonspan.Lookup(d, 0, "delta")
+	if sp.Start < 0 || d[sp.Start] != '"' || c.inputDone {
 		return nil
 	}
-	s.buf = unescapeJSON(s.buf[:0], d[sp.start+1:sp.end-1])
+	s.buf = jsonspan.Unescape(s.buf[:0], d[sp.Start+1:sp.End-1])
 	text, err := c.dec.Write(s.buf)
 	if err != nil {
 		return s.overLimit(c)
@@ -1012,11 +1013,11 @@ func (s *customStream) inputEvent(c *customCall, src []byte, typ, field string, 
 	b = append(b, `{"type":"`...)
 	b = append(b, typ...)
 	b = append(b, '"')
-	if lookup(src, 0, "sequence_number").start >= 0 {
+	if jsonspan.Lookup(src, 0, "sequence_number").Start >= 0 {
 		b = append(b, `,"sequence_number":0`...)
 	}
 	b = append(b, `,"item_id":`...)
-	b = appendJSONString(b, c.itemID)
+	b = jsonspan.AppendStringStr(b, c.itemID)
 	if c.outputIndex != nil {
 		b = append(b, `,"output_index":`...)
 		b = append(b, c.outputIndex...)
@@ -1024,7 +1025,7 @@ func (s *customStream) inputEvent(c *customCall, src []byte, typ, field string, 
 	b = append(b, `,"`...)
 	b = append(b, field...)
 	b = append(b, `":`...)
-	b = streambuf.AppendJSONString(b, text)
+	b = jsonspan.AppendString(b, text)
 	b = append(b, '}')
 	s.evbuf = b
 	s.ev = Event{Name: nameInputDone, Data: b}
@@ -1060,20 +1061,20 @@ func (s *customStream) finishInput(c *customCall, args []byte, src []byte, emit 
 	return emit(s.inputEvent(c, src, "response.custom_tool_call_input.done", "input", c.final))
 }
 
-func itemArgs(d []byte, item span) []byte {
-	if a := lookup(d, item.start, "arguments"); a.start >= 0 && d[a.start] == '"' {
-		return unescapeJSON(nil, d[a.start+1:a.end-1])
+func itemArgs(d []byte, item jsonspan.Span) []byte {
+	if a := jsonspan.Lookup(d, item.Start, "arguments"); a.Start >= 0 && d[a.Start] == '"' {
+		return jsonspan.Unescape(nil, d[a.Start+1:a.End-1])
 	}
 	return nil
 }
 
 func (s *customStream) itemDone(ev *Event, d []byte, emit Emit) error {
-	item := lookup(d, 0, "item")
-	if item.start < 0 || d[item.start] != '{' {
+	item := jsonspan.Lookup(d, 0, "item")
+	if item.Start < 0 || d[item.Start] != '{' {
 		return emit(ev)
 	}
 	itemID, oi := where(d, item)
-	callID, _ := stringValue(d, lookup(d, item.start, "call_id"))
+	callID, _ := jsonspan.StringValue(d, jsonspan.Lookup(d, item.Start, "call_id"))
 	c, closed := s.findItem(callID, itemID, oi)
 	if closed {
 		return nil
@@ -1101,7 +1102,7 @@ func (s *customStream) itemDone(ev *Event, d []byte, emit Emit) error {
 // deliver sends a converted call that the stream never opened, or opened
 // but never finished, as the item events a client expects: added (unless
 // already sent), the input, its done event, and output_item.done.
-func (s *customStream) deliver(d []byte, item span, id ident, itemID string, oi []byte, callID string, emit Emit) error {
+func (s *customStream) deliver(d []byte, item jsonspan.Span, id ident, itemID string, oi []byte, callID string, emit Emit) error {
 	c := s.newCall(id, itemID, oi, callID)
 	s.x.Decide(id.String(), "restore_call", "finished item of a converted custom tool")
 	if err := emit(s.itemEvent(d, "response.output_item.added", c.outputIndex, restoredItem(nil, d, item, id, []byte{}))); err != nil {
@@ -1110,7 +1111,7 @@ func (s *customStream) deliver(d []byte, item span, id ident, itemID string, oi 
 	return s.complete(c, d, item, emit)
 }
 
-func (s *customStream) complete(c *customCall, d []byte, item span, emit Emit) error {
+func (s *customStream) complete(c *customCall, d []byte, item jsonspan.Span, emit Emit) error {
 	if err := s.finishInput(c, itemArgs(d, item), d, emit); err != nil {
 		return err
 	}
@@ -1124,11 +1125,11 @@ func (s *customStream) complete(c *customCall, d []byte, item span, emit Emit) e
 // are completed from the final output first, so the client, which takes
 // items from output_item.done, does not lose them.
 func (s *customStream) responseEvent(ev *Event, d []byte, emit Emit, terminalFailure bool) error {
-	resp := lookup(d, 0, "response")
-	if resp.start < 0 || d[resp.start] != '{' {
+	resp := jsonspan.Lookup(d, 0, "response")
+	if resp.Start < 0 || d[resp.Start] != '{' {
 		return emit(ev)
 	}
-	if !terminalFailure && isString(d, lookup(d, 0, "type"), "response.completed") {
+	if !terminalFailure && jsonspan.IsString(d, jsonspan.Lookup(d, 0, "type"), "response.completed") {
 		if err := s.completeMissing(d, resp, emit); err != nil {
 			return err
 		}
@@ -1147,29 +1148,29 @@ func (s *customStream) responseEvent(ev *Event, d []byte, emit Emit, terminalFai
 	if len(edits) == 0 {
 		return emit(ev)
 	}
-	return emit(&Event{Name: ev.Name, Data: applyEdits(d, edits)})
+	return emit(&Event{Name: ev.Name, Data: jsonspan.Apply(d, edits)})
 }
 
 // completeMissing emits the item events for converted calls that appear in
 // response.completed's output but were never finished on the stream. The
 // output position is the call's output_index.
-func (s *customStream) completeMissing(d []byte, resp span, emit Emit) error {
-	out := lookup(d, resp.start, "output")
-	if out.start < 0 {
+func (s *customStream) completeMissing(d []byte, resp jsonspan.Span, emit Emit) error {
+	out := jsonspan.Lookup(d, resp.Start, "output")
+	if out.Start < 0 {
 		return nil
 	}
 	pos := -1
 	var err error
-	eachElement(d, out.start, func(el span) bool {
+	jsonspan.EachElement(d, out.Start, func(el jsonspan.Span) bool {
 		pos++
 		id, ok := s.converted(d, el)
 		if !ok {
 			return true
 		}
-		var g [2]span
-		objectFields(d, el.start, []string{"id", "call_id"}, g[:])
-		itemID, _ := stringValue(d, g[0])
-		callID, _ := stringValue(d, g[1])
+		var g [2]jsonspan.Span
+		jsonspan.ObjectFields(d, el.Start, []string{"id", "call_id"}, g[:])
+		itemID, _ := jsonspan.StringValue(d, g[0])
+		callID, _ := jsonspan.StringValue(d, g[1])
 		oi := []byte(strconv.Itoa(pos))
 		switch c, closed := s.findItem(callID, itemID, oi); {
 		case closed:
@@ -1189,7 +1190,7 @@ func (s *customStream) itemEvent(src []byte, typ string, outputIndex, item []byt
 	b = append(b, `{"type":"`...)
 	b = append(b, typ...)
 	b = append(b, '"')
-	if lookup(src, 0, "sequence_number").start >= 0 {
+	if jsonspan.Lookup(src, 0, "sequence_number").Start >= 0 {
 		b = append(b, `,"sequence_number":0`...)
 	}
 	b = append(b, `,"output_index":`...)

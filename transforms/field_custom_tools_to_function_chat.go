@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/llmtransform/caddy-llm-transform/patchfmt"
 	"github.com/llmtransform/caddy-llm-transform/streambuf"
 )
@@ -18,22 +19,22 @@ import (
 
 // chatDescriptor rewrites {"type":"custom","custom":{name,description,format}}
 // into {"type":"function","function":{name,description,parameters,strict}}.
-func (p *requestPlan) chatDescriptor(el span, name string) []byte {
+func (p *requestPlan) chatDescriptor(el jsonspan.Span, name string) []byte {
 	doc := p.doc
-	w := newObj(nil)
-	retype(&w, doc, el, "function", func(w *objWriter, m member) bool {
+	w := jsonspan.NewObj(nil)
+	jsonspan.Retype(&w, doc, el, "function", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
 		switch {
-		case m.keyIs(doc, "custom") && doc[m.value.start] == '{':
-			w.key("function")
-			w.b = p.functionBody(w.b, m.value, name, false)
-		case m.keyIs(doc, "function"):
+		case m.KeyIs(doc, "custom") && doc[m.Value.Start] == '{':
+			w.Key("function")
+			w.B = p.functionBody(w.B, m.Value, name, false)
+		case m.KeyIs(doc, "function"):
 			// a stray function object would clash with the one we write
 		default:
 			return false
 		}
 		return true
 	})
-	return w.close()
+	return w.Close()
 }
 
 var (
@@ -48,30 +49,30 @@ var (
 func (p *requestPlan) walkMessages(start int) int {
 	doc := p.doc
 	if start >= len(doc) || doc[start] != '[' {
-		return skipValue(doc, start)
+		return jsonspan.SkipValue(doc, start)
 	}
-	var f [2]span
+	var f [2]jsonspan.Span
 	i := -1
-	return eachObject(doc, start, messageFields, f[:], func(_ span, f []span) bool {
+	return jsonspan.EachObject(doc, start, messageFields, f[:], func(_ jsonspan.Span, f []jsonspan.Span) bool {
 		i++
-		if f[1].start < 0 || doc[f[1].start] != '[' {
+		if f[1].Start < 0 || doc[f[1].Start] != '[' {
 			return true
 		}
-		var g [4]span
+		var g [4]jsonspan.Span
 		j := -1
-		return eachObject(doc, f[1].start, toolCallFields, g[:], func(el span, g []span) bool {
+		return jsonspan.EachObject(doc, f[1].Start, toolCallFields, g[:], func(el jsonspan.Span, g []jsonspan.Span) bool {
 			j++
 			where := func() string { return "messages[" + strconv.Itoa(i) + "].tool_calls[" + strconv.Itoa(j) + "]" }
 			switch {
-			case isString(doc, g[0], "function") && g[3].start >= 0 && doc[g[3].start] == '{':
-				name, _ := stringValue(doc, lookup(doc, g[3].start, "name"))
+			case jsonspan.IsString(doc, g[0], "function") && g[3].Start >= 0 && doc[g[3].Start] == '{':
+				name, _ := jsonspan.StringValue(doc, jsonspan.Lookup(doc, g[3].Start, "name"))
 				id := ident{"", name}
 				p.rec.addKnown(id)
 				if _, seen := p.native[id]; !seen {
 					p.native[id] = where()
 				}
-			case isString(doc, g[0], "custom") && g[2].start >= 0 && doc[g[2].start] == '{':
-				name, _ := stringValue(doc, lookup(doc, g[2].start, "name"))
+			case jsonspan.IsString(doc, g[0], "custom") && g[2].Start >= 0 && doc[g[2].Start] == '{':
+				name, _ := jsonspan.StringValue(doc, jsonspan.Lookup(doc, g[2].Start, "name"))
 				id := ident{"", name}
 				p.rec.addKnown(id)
 				if !p.t.selects(name) {
@@ -80,83 +81,83 @@ func (p *requestPlan) walkMessages(start int) int {
 				if !p.isPicked(id) {
 					p.pick(id, where())
 				}
-				if callID, ok := stringValue(doc, g[1]); ok {
+				if callID, ok := jsonspan.StringValue(doc, g[1]); ok {
 					p.rec.calls[callID] = id
 				}
-				p.edits = append(p.edits, edit{el.start, el.end, p.chatHistoryCall(el)})
+				p.edits = append(p.edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: p.chatHistoryCall(el)})
 			}
 			return true
 		}) >= 0
 	})
 }
 
-func (p *requestPlan) chatHistoryCall(el span) []byte {
+func (p *requestPlan) chatHistoryCall(el jsonspan.Span) []byte {
 	doc := p.doc
-	w := newObj(make([]byte, 0, el.end-el.start+64))
-	retype(&w, doc, el, "function", func(w *objWriter, m member) bool {
+	w := jsonspan.NewObj(make([]byte, 0, el.End-el.Start+64))
+	jsonspan.Retype(&w, doc, el, "function", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
 		switch {
-		case m.keyIs(doc, "custom") && doc[m.value.start] == '{':
-			w.key("function")
-			fw := newObj(w.b)
-			input := span{-1, -1}
-			eachMember(doc, m.value.start, func(c member) bool {
-				if c.keyIs(doc, "input") {
-					input = c.value
+		case m.KeyIs(doc, "custom") && doc[m.Value.Start] == '{':
+			w.Key("function")
+			fw := jsonspan.NewObj(w.B)
+			input := jsonspan.NoSpan()
+			jsonspan.EachMember(doc, m.Value.Start, func(c jsonspan.Member) bool {
+				if c.KeyIs(doc, "input") {
+					input = c.Value
 				} else {
-					fw.raw(doc, c)
+					fw.Raw(doc, c)
 				}
 				return true
 			})
 			wrapInput(&fw, doc, input)
-			w.b = fw.close()
+			w.B = fw.Close()
 		default:
 			return false
 		}
 		return true
 	})
-	return w.close()
+	return w.Close()
 }
 
 // chatResponse restores converted calls in choices[].message.tool_calls[].
 func (t *customTools) chatResponse(x *Exchange, body []byte) ([]byte, error) {
 	r := record(x)
-	if !r.active() || !validDocument(body) {
+	if !r.active() || !jsonspan.Valid(body) {
 		return body, nil
 	}
-	var edits []edit
-	choices := lookup(body, skipSpace(body, 0), "choices")
-	if choices.start < 0 || body[choices.start] != '[' {
+	var edits []jsonspan.Edit
+	choices := jsonspan.Lookup(body, jsonspan.SkipSpace(body, 0), "choices")
+	if choices.Start < 0 || body[choices.Start] != '[' {
 		return body, nil
 	}
-	eachElement(body, choices.start, func(ch span) bool {
-		msg := lookup(body, ch.start, "message")
-		if msg.start < 0 || body[msg.start] != '{' {
+	jsonspan.EachElement(body, choices.Start, func(ch jsonspan.Span) bool {
+		msg := jsonspan.Lookup(body, ch.Start, "message")
+		if msg.Start < 0 || body[msg.Start] != '{' {
 			return true
 		}
-		calls := lookup(body, msg.start, "tool_calls")
-		if calls.start < 0 || body[calls.start] != '[' {
+		calls := jsonspan.Lookup(body, msg.Start, "tool_calls")
+		if calls.Start < 0 || body[calls.Start] != '[' {
 			return true
 		}
-		eachElement(body, calls.start, func(el span) bool {
-			if body[el.start] != '{' || !isString(body, lookup(body, el.start, "type"), "function") {
+		jsonspan.EachElement(body, calls.Start, func(el jsonspan.Span) bool {
+			if body[el.Start] != '{' || !jsonspan.IsString(body, jsonspan.Lookup(body, el.Start, "type"), "function") {
 				return true
 			}
-			fn := lookup(body, el.start, "function")
-			if fn.start < 0 || body[fn.start] != '{' {
+			fn := jsonspan.Lookup(body, el.Start, "function")
+			if fn.Start < 0 || body[fn.Start] != '{' {
 				return true
 			}
-			var f [2]span
-			objectFields(body, fn.start, []string{"name", "arguments"}, f[:])
-			name, _ := stringValue(body, f[0])
+			var f [2]jsonspan.Span
+			jsonspan.ObjectFields(body, fn.Start, []string{"name", "arguments"}, f[:])
+			name, _ := jsonspan.StringValue(body, f[0])
 			id, ok := t.resolve(r, "", name)
 			if !ok {
 				return true
 			}
 			var args []byte
-			if f[1].start >= 0 && body[f[1].start] == '"' {
-				args = unescapeJSON(nil, body[f[1].start+1:f[1].end-1])
+			if f[1].Start >= 0 && body[f[1].Start] == '"' {
+				args = jsonspan.Unescape(nil, body[f[1].Start+1:f[1].End-1])
 			}
-			edits = append(edits, edit{el.start, el.end, chatCustomEntry(nil, body, el, id.name, finalInput(id, args))})
+			edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: chatCustomEntry(nil, body, el, id.name, finalInput(id, args))})
 			x.Restored++
 			x.Decide(id.String(), "restore_call", "chat function call of a converted custom tool")
 			return true
@@ -168,21 +169,21 @@ func (t *customTools) chatResponse(x *Exchange, body []byte) ([]byte, error) {
 
 // chatCustomEntry rewrites a function tool_calls entry as a custom one,
 // keeping the entry's other members (id, index, extensions).
-func chatCustomEntry(dst, doc []byte, el span, name string, input []byte) []byte {
-	w := newObj(dst)
-	retype(&w, doc, el, "custom", func(w *objWriter, m member) bool {
-		if !m.keyIs(doc, "function") {
+func chatCustomEntry(dst, doc []byte, el jsonspan.Span, name string, input []byte) []byte {
+	w := jsonspan.NewObj(dst)
+	jsonspan.Retype(&w, doc, el, "custom", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
+		if !m.KeyIs(doc, "function") {
 			return false
 		}
-		w.key("custom")
-		w.b = append(w.b, `{"name":`...)
-		w.b = appendJSONString(w.b, name)
-		w.b = append(w.b, `,"input":`...)
-		w.b = streambuf.AppendJSONString(w.b, input)
-		w.b = append(w.b, '}')
+		w.Key("custom")
+		w.B = append(w.B, `{"name":`...)
+		w.B = jsonspan.AppendStringStr(w.B, name)
+		w.B = append(w.B, `,"input":`...)
+		w.B = jsonspan.AppendString(w.B, input)
+		w.B = append(w.B, '}')
 		return true
 	})
-	return w.close()
+	return w.Close()
 }
 
 // --- Chat SSE ---------------------------------------------------------------
@@ -251,7 +252,7 @@ func (s *chatStream) Event(ev *Event, emit Emit) error {
 	if len(d) == 0 || d[0] != '{' {
 		return emit(ev)
 	}
-	if e := lookup(d, 0, "error"); e.start >= 0 && !isNull(d, e) {
+	if e := jsonspan.Lookup(d, 0, "error"); e.Start >= 0 && !jsonspan.IsNull(d, e) {
 		s.abandon("upstream error object")
 		return emit(ev)
 	}
@@ -285,11 +286,11 @@ func (s *chatStream) abandon(reason string) {
 	s.order = s.order[:0]
 }
 
-func parseIndex(doc []byte, sp span) (int64, bool) {
-	if sp.start < 0 {
+func parseIndex(doc []byte, sp jsonspan.Span) (int64, bool) {
+	if sp.Start < 0 {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(string(doc[sp.start:sp.end]), 10, 64)
+	n, err := strconv.ParseInt(string(doc[sp.Start:sp.End]), 10, 64)
 	return n, err == nil
 }
 
@@ -297,23 +298,23 @@ func parseIndex(doc []byte, sp span) (int64, bool) {
 // its tool_calls entries belongs to a converted or held call, or when the
 // choice finishes with converted calls open.
 func (s *chatStream) chunk(ev *Event, d []byte, emit Emit) error {
-	var top [4]span
-	objectFields(d, 0, []string{"choices", "id", "created", "model"}, top[:])
+	var top [4]jsonspan.Span
+	jsonspan.ObjectFields(d, 0, []string{"choices", "id", "created", "model"}, top[:])
 	s.rememberMeta(d, top[1:])
-	if top[0].start < 0 || d[top[0].start] != '[' {
+	if top[0].Start < 0 || d[top[0].Start] != '[' {
 		return emit(ev)
 	}
-	var edits []edit
+	var edits []jsonspan.Edit
 	var err error
 	empty := true // every rebuilt delta came out empty and nothing finished
 	touched := false
-	eachElement(d, top[0].start, func(ch span) bool {
-		var f [3]span
-		objectFields(d, ch.start, []string{"index", "delta", "finish_reason"}, f[:])
+	jsonspan.EachElement(d, top[0].Start, func(ch jsonspan.Span) bool {
+		var f [3]jsonspan.Span
+		jsonspan.ObjectFields(d, ch.Start, []string{"index", "delta", "finish_reason"}, f[:])
 		choice, _ := parseIndex(d, f[0])
-		finish := f[2].start >= 0 && !isNull(d, f[2])
-		length := isString(d, f[2], "length")
-		if f[1].start < 0 || d[f[1].start] != '{' {
+		finish := f[2].Start >= 0 && !jsonspan.IsNull(d, f[2])
+		length := jsonspan.IsString(d, f[2], "length")
+		if f[1].Start < 0 || d[f[1].Start] != '{' {
 			// No delta object (absent or null): only a finishing choice has
 			// anything to add, the rest of its converted calls.
 			empty = false
@@ -328,11 +329,11 @@ func (s *chatStream) chunk(ev *Event, d []byte, emit Emit) error {
 			touched = true
 			obj := appendToolCalls([]byte(`{`), rest)
 			obj = append(obj, '}')
-			if f[1].start >= 0 {
-				edits = append(edits, edit{f[1].start, f[1].end, obj})
+			if f[1].Start >= 0 {
+				edits = append(edits, jsonspan.Edit{Start: f[1].Start, End: f[1].End, Repl: obj})
 			} else {
 				member := append([]byte(`"delta":`), obj...)
-				edits = append(edits, edit{ch.start + 1, ch.start + 1, append(member, ',')})
+				edits = append(edits, jsonspan.Edit{Start: ch.Start + 1, End: ch.Start + 1, Repl: append(member, ',')})
 			}
 			return true
 		}
@@ -350,7 +351,7 @@ func (s *chatStream) chunk(ev *Event, d []byte, emit Emit) error {
 		if finish || !bytes.Equal(delta, []byte("{}")) {
 			empty = false
 		}
-		edits = append(edits, edit{f[1].start, f[1].end, delta})
+		edits = append(edits, jsonspan.Edit{Start: f[1].Start, End: f[1].End, Repl: delta})
 		return true
 	})
 	if err != nil {
@@ -359,27 +360,23 @@ func (s *chatStream) chunk(ev *Event, d []byte, emit Emit) error {
 	if !touched {
 		return emit(ev)
 	}
-	usage := lookup(d, 0, "usage")
-	if empty && (usage.start < 0 || isNull(d, usage)) {
+	usage := jsonspan.Lookup(d, 0, "usage")
+	if empty && (usage.Start < 0 || jsonspan.IsNull(d, usage)) {
 		return nil // the chunk only carried fragments we hold back
 	}
-	return emit(&Event{Name: ev.Name, Data: applyEdits(d, edits)})
+	return emit(&Event{Name: ev.Name, Data: jsonspan.Apply(d, edits)})
 }
 
-func isNull(doc []byte, sp span) bool {
-	return sp.end-sp.start == 4 && string(doc[sp.start:sp.end]) == "null"
-}
-
-func (s *chatStream) rememberMeta(d []byte, f []span) {
+func (s *chatStream) rememberMeta(d []byte, f []jsonspan.Span) {
 	w := s.meta[:0]
 	for k, name := range []string{"id", "created", "model"} {
-		if f[k].start < 0 {
+		if f[k].Start < 0 {
 			continue
 		}
 		w = append(w, ',', '"')
 		w = append(w, name...)
 		w = append(w, '"', ':')
-		w = append(w, d[f[k].start:f[k].end]...)
+		w = append(w, d[f[k].Start:f[k].End]...)
 	}
 	s.meta = w
 }
@@ -387,13 +384,13 @@ func (s *chatStream) rememberMeta(d []byte, f []span) {
 // delta rebuilds a choice's delta object. finish says the choice ends in
 // this chunk: converted calls of the choice are then completed, unless the
 // upstream stopped for length, which leaves a call cut short.
-func (s *chatStream) delta(d []byte, ds span, choice int64, finish, length bool) ([]byte, bool, error) {
-	tc := lookup(d, ds.start, "tool_calls")
+func (s *chatStream) delta(d []byte, ds jsonspan.Span, choice int64, finish, length bool) ([]byte, bool, error) {
+	tc := jsonspan.Lookup(d, ds.Start, "tool_calls")
 	var entries [][]byte
 	changed := false
-	if tc.start >= 0 && d[tc.start] == '[' {
+	if tc.Start >= 0 && d[tc.Start] == '[' {
 		var err error
-		eachElement(d, tc.start, func(el span) bool {
+		jsonspan.EachElement(d, tc.Start, func(el jsonspan.Span) bool {
 			var out []byte
 			var mine bool
 			out, mine, err = s.entry(d, el, choice)
@@ -406,7 +403,7 @@ func (s *chatStream) delta(d []byte, ds span, choice int64, finish, length bool)
 					entries = append(entries, out)
 				}
 			} else {
-				entries = append(entries, d[el.start:el.end])
+				entries = append(entries, d[el.Start:el.End])
 			}
 			return true
 		})
@@ -424,22 +421,22 @@ func (s *chatStream) delta(d []byte, ds span, choice int64, finish, length bool)
 	if !changed {
 		return nil, false, nil
 	}
-	w := newObj(nil)
-	eachMember(d, ds.start, func(m member) bool {
-		if m.keyIs(d, "tool_calls") {
+	w := jsonspan.NewObj(nil)
+	jsonspan.EachMember(d, ds.Start, func(m jsonspan.Member) bool {
+		if m.KeyIs(d, "tool_calls") {
 			return true
 		}
-		w.raw(d, m)
+		w.Raw(d, m)
 		return true
 	})
 	if len(entries) > 0 {
-		w.sep()
-		w.b = appendToolCalls(w.b, entries)
+		w.Sep()
+		w.B = appendToolCalls(w.B, entries)
 	}
-	return w.close(), true, nil
+	return w.Close(), true, nil
 }
 
-// appendToolCalls appends a "tool_calls" member holding entries.
+// appendToolCalls appends a "tool_calls" jsonspan.Member holding entries.
 func appendToolCalls(b []byte, entries [][]byte) []byte {
 	b = append(b, `"tool_calls":[`...)
 	for i, e := range entries {
@@ -454,12 +451,12 @@ func appendToolCalls(b []byte, entries [][]byte) []byte {
 // entry handles one tool_calls fragment. mine reports that the fragment
 // belongs to a converted or held call; out is then its replacement (nil:
 // drop it for now).
-func (s *chatStream) entry(d []byte, el span, choice int64) (out []byte, mine bool, err error) {
-	if d[el.start] != '{' {
+func (s *chatStream) entry(d []byte, el jsonspan.Span, choice int64) (out []byte, mine bool, err error) {
+	if d[el.Start] != '{' {
 		return nil, false, nil
 	}
-	var f [4]span
-	objectFields(d, el.start, []string{"index", "id", "function", "type"}, f[:])
+	var f [4]jsonspan.Span
+	jsonspan.ObjectFields(d, el.Start, []string{"index", "id", "function", "type"}, f[:])
 	idx, ok := parseIndex(d, f[0])
 	if !ok {
 		return nil, false, nil
@@ -473,12 +470,12 @@ func (s *chatStream) entry(d []byte, el span, choice int64) (out []byte, mine bo
 	}
 	var name string
 	var frag []byte
-	if f[2].start >= 0 && d[f[2].start] == '{' {
-		var g [2]span
-		objectFields(d, f[2].start, []string{"name", "arguments"}, g[:])
-		name, _ = stringValue(d, g[0])
-		if g[1].start >= 0 && d[g[1].start] == '"' {
-			s.buf = unescapeJSON(s.buf[:0], d[g[1].start+1:g[1].end-1])
+	if f[2].Start >= 0 && d[f[2].Start] == '{' {
+		var g [2]jsonspan.Span
+		jsonspan.ObjectFields(d, f[2].Start, []string{"name", "arguments"}, g[:])
+		name, _ = jsonspan.StringValue(d, g[0])
+		if g[1].Start >= 0 && d[g[1].Start] == '"' {
+			s.buf = jsonspan.Unescape(s.buf[:0], d[g[1].Start+1:g[1].End-1])
 			frag = s.buf
 		}
 	}
@@ -497,21 +494,21 @@ func (s *chatStream) entry(d []byte, el span, choice int64) (out []byte, mine bo
 		return s.open(key, name, p.id, p.args, p)
 	}
 	if name == "" {
-		if f[2].start < 0 && !isString(d, f[3], "function") {
+		if f[2].Start < 0 && !jsonspan.IsString(d, f[3], "function") {
 			return nil, false, nil // not a function fragment at all
 		}
-		if !s.couldMatch || f[1].start < 0 {
+		if !s.couldMatch || f[1].Start < 0 {
 			return nil, false, nil
 		}
 		// A first fragment without a name: hold it until the name shows
 		// which tool it is.
-		p := &chatPending{id: bytes.Clone(d[f[1].start:f[1].end]), args: bytes.Clone(frag)}
+		p := &chatPending{id: bytes.Clone(d[f[1].Start:f[1].End]), args: bytes.Clone(frag)}
 		s.pending[key] = p
 		return nil, true, s.checkHeld(p)
 	}
 	var rawID []byte
-	if f[1].start >= 0 {
-		rawID = d[f[1].start:f[1].end]
+	if f[1].Start >= 0 {
+		rawID = d[f[1].Start:f[1].End]
 	}
 	if _, conv := s.t.resolve(s.rec, "", name); !conv {
 		// Native: its later fragments pass untouched even when they repeat
@@ -543,9 +540,9 @@ func (s *chatStream) open(key chatKey, name string, rawID, args []byte, held *ch
 		s.markNative(key)
 		b := entryHead(key, rawID)
 		b = append(b, `,"type":"function","function":{"name":`...)
-		b = appendJSONString(b, name)
+		b = jsonspan.AppendStringStr(b, name)
 		b = append(b, `,"arguments":`...)
-		b = streambuf.AppendJSONString(b, args)
+		b = jsonspan.AppendString(b, args)
 		return append(b, "}}"...), true, nil
 	}
 	c := &chatCall{id: id}
@@ -579,9 +576,9 @@ func (s *chatStream) fragment(key chatKey, c *chatCall, frag, rawID []byte, name
 	if name != "" {
 		b := entryHead(key, rawID)
 		b = append(b, `,"type":"custom","custom":{"name":`...)
-		b = appendJSONString(b, name)
+		b = jsonspan.AppendStringStr(b, name)
 		b = append(b, `,"input":`...)
-		b = streambuf.AppendJSONString(b, text)
+		b = jsonspan.AppendString(b, text)
 		return append(b, "}}"...), true, nil
 	}
 	if len(text) == 0 {
@@ -604,7 +601,7 @@ func entryHead(key chatKey, rawID []byte) []byte {
 func inputFragment(key chatKey, text []byte) []byte {
 	b := entryHead(key, nil)
 	b = append(b, `,"custom":{"input":`...)
-	b = streambuf.AppendJSONString(b, text)
+	b = jsonspan.AppendString(b, text)
 	return append(b, "}}"...)
 }
 
@@ -653,7 +650,7 @@ func (s *chatStream) finishChoice(choice int64, length bool) ([][]byte, bool) {
 		delete(s.pending, key)
 		b := entryHead(key, p.id)
 		b = append(b, `,"type":"function","function":{"arguments":`...)
-		b = streambuf.AppendJSONString(b, p.args)
+		b = jsonspan.AppendString(b, p.args)
 		out = append(out, append(b, "}}"...))
 		any = true
 	}

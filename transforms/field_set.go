@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
 
 // field_set writes one field of the request body: a model's default
@@ -32,7 +34,7 @@ func init() {
 }
 
 type fieldSetConfig struct {
-	// Path is the dot-separated member path, e.g. "reasoning.effort".
+	// Path is the dot-separated jsonspan.Member path, e.g. "reasoning.effort".
 	Path string `json:"path"`
 	// Value is the JSON value to write.
 	Value json.RawMessage `json:"value"`
@@ -43,7 +45,7 @@ type fieldSet struct {
 	// keys[i] is path[i] as a JSON string literal, compared with the key
 	// literals of the body as written.
 	keys [][]byte
-	// members[i] is the member `"path[i]":<object holding the rest>`,
+	// members[i] is the jsonspan.Member `"path[i]":<object holding the rest>`,
 	// inserted when path[i] is missing; objects[i] is the object holding
 	// path[i:], written over a non-object found at path[i-1].
 	members [][]byte
@@ -75,9 +77,9 @@ func newFieldSet(raw json.RawMessage) (Transform, error) {
 	t.objects[n] = t.value
 	for i := n - 1; i >= 0; i-- {
 		if t.path[i] == "" {
-			return nil, fmt.Errorf("path %q: empty member name", cfg.Path)
+			return nil, fmt.Errorf("path %q: empty jsonspan.Member name", cfg.Path)
 		}
-		t.keys[i] = appendJSONString(nil, t.path[i])
+		t.keys[i] = jsonspan.AppendStringStr(nil, t.path[i])
 		m := append(append(bytes.Clone(t.keys[i]), ':'), t.objects[i+1]...)
 		t.members[i] = m
 		t.objects[i] = append(append([]byte{'{'}, m...), '}')
@@ -86,18 +88,18 @@ func newFieldSet(raw json.RawMessage) (Transform, error) {
 }
 
 func (t *fieldSet) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
-	i := skipSpace(body, 0)
+	i := jsonspan.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		// Valid JSON that is not an object has no fields to set; anything
 		// else is not JSON and goes upstream untouched.
-		if !validDocument(body) {
+		if !jsonspan.Valid(body) {
 			x.Invalid = true
 		}
 		return body, nil
 	}
-	var edits []edit
+	var edits []jsonspan.Edit
 	end := t.set(body, i, 0, &edits)
-	if end < 0 || skipSpace(body, end) != len(body) {
+	if end < 0 || jsonspan.SkipSpace(body, end) != len(body) {
 		x.Invalid = true
 		return body, nil
 	}
@@ -110,29 +112,29 @@ func (t *fieldSet) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 
 // set plans the edits that write path[depth:] into the object at
 // doc[start], validating the object on the way, and returns the index just
-// past it (-1 when malformed). Every member named path[depth] is written,
+// past it (-1 when malformed). Every jsonspan.Member named path[depth] is written,
 // so a body with a duplicated key cannot smuggle an old value past us.
-func (t *fieldSet) set(doc []byte, start, depth int, edits *[]edit) int {
+func (t *fieldSet) set(doc []byte, start, depth int, edits *[]jsonspan.Edit) int {
 	last := depth == len(t.path)-1
 	key := t.keys[depth]
 	found := false
-	tail := -1 // end of the last member's value: where a new member goes
-	end := walkMembers(doc, start, func(k span, v int) int {
+	tail := -1 // end of the last jsonspan.Member's value: where a new jsonspan.Member goes
+	end := jsonspan.WalkMembers(doc, start, func(k jsonspan.Span, v int) int {
 		var e int
-		if !bytes.Equal(doc[k.start:k.end], key) {
-			e = skipValue(doc, v)
+		if !bytes.Equal(doc[k.Start:k.End], key) {
+			e = jsonspan.SkipValue(doc, v)
 		} else {
 			found = true
 			switch {
 			case last:
-				if e = skipValue(doc, v); e >= 0 && !bytes.Equal(doc[v:e], t.value) {
-					*edits = append(*edits, edit{start: v, end: e, repl: t.value})
+				if e = jsonspan.SkipValue(doc, v); e >= 0 && !bytes.Equal(doc[v:e], t.value) {
+					*edits = append(*edits, jsonspan.Edit{Start: v, End: e, Repl: t.value})
 				}
 			case v < len(doc) && doc[v] == '{':
 				e = t.set(doc, v, depth+1, edits)
 			default:
-				if e = skipValue(doc, v); e >= 0 {
-					*edits = append(*edits, edit{start: v, end: e, repl: t.objects[depth+1]})
+				if e = jsonspan.SkipValue(doc, v); e >= 0 {
+					*edits = append(*edits, jsonspan.Edit{Start: v, End: e, Repl: t.objects[depth+1]})
 				}
 			}
 		}
@@ -143,14 +145,14 @@ func (t *fieldSet) set(doc []byte, start, depth int, edits *[]edit) int {
 		return end
 	}
 	if tail < 0 {
-		// An empty object: the member goes right after the brace.
-		open := skipSpace(doc, start) + 1
-		*edits = append(*edits, edit{start: open, end: open, repl: t.members[depth]})
+		// An empty object: the jsonspan.Member goes right after the brace.
+		open := jsonspan.SkipSpace(doc, start) + 1
+		*edits = append(*edits, jsonspan.Edit{Start: open, End: open, Repl: t.members[depth]})
 		return end
 	}
 	repl := make([]byte, 0, len(t.members[depth])+1)
 	repl = append(append(repl, ','), t.members[depth]...)
-	*edits = append(*edits, edit{start: tail, end: tail, repl: repl})
+	*edits = append(*edits, jsonspan.Edit{Start: tail, End: tail, Repl: repl})
 	return end
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
 
 func fieldSetChain(t *testing.T, path, value string) *Chain {
@@ -82,7 +84,7 @@ func TestFieldSetLeavesBodiesAlone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !sameSlice(out, in) {
+			if !jsonspan.SameSlice(out, in) {
 				t.Fatalf("body changed: %s", out)
 			}
 			if x.Invalid != tc.invalid || len(x.Applied()) != 0 {
@@ -96,7 +98,7 @@ func TestFieldSetConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ config, want string }{
 		{`{"value":1}`, "rule 0 (field_set): path: required"},
 		{`{"path":"a"}`, "rule 0 (field_set): value: required"},
-		{`{"path":"a..b","value":1}`, `rule 0 (field_set): path "a..b": empty member name`},
+		{`{"path":"a..b","value":1}`, `rule 0 (field_set): path "a..b": empty jsonspan.Member name`},
 		{`{"path":"a","value":1,"vlaue":2}`, `rule 0 (field_set): config: json: unknown field "vlaue"`},
 	} {
 		var cfgs []RuleConfig

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/llmtransform/caddy-llm-transform/streambuf"
 )
 
@@ -143,9 +144,9 @@ func (s *Stream) abortEvent(ab *StreamAbort) *Event {
 		return &Event{Data: e.JSON()}
 	}
 	d := []byte(`{"type":"error","sequence_number":0,"code":`)
-	d = appendJSONString(d, ab.Code)
+	d = jsonspan.AppendStringStr(d, ab.Code)
 	d = append(d, `,"message":`...)
-	d = appendJSONString(d, ab.Message)
+	d = jsonspan.AppendStringStr(d, ab.Message)
 	d = append(d, `,"param":null}`...)
 	return &Event{Name: []byte("error"), Data: d}
 }
@@ -155,8 +156,8 @@ func (s *Stream) abortEvent(ab *StreamAbort) *Event {
 // events, touching the bytes only where the number is actually off.
 func (s *Stream) write(ev *Event) {
 	if ev.Data != nil && s.x.Protocol == ProtocolResponses {
-		if sp := lookup(ev.Data, 0, "sequence_number"); sp.start >= 0 {
-			n, err := strconv.ParseInt(string(ev.Data[sp.start:sp.end]), 10, 64)
+		if sp := jsonspan.Lookup(ev.Data, 0, "sequence_number"); sp.Start >= 0 {
+			n, err := strconv.ParseInt(string(ev.Data[sp.Start:sp.End]), 10, 64)
 			if err == nil {
 				if !s.seqKnown {
 					s.seq, s.seqKnown = n, true
@@ -165,9 +166,9 @@ func (s *Stream) write(ev *Event) {
 					// Once a call's deltas are merged or dropped, every later
 					// event needs a new number; build it in a reused buffer
 					// rather than allocating per event.
-					s.scratch = append(s.scratch[:0], ev.Data[:sp.start]...)
+					s.scratch = append(s.scratch[:0], ev.Data[:sp.Start]...)
 					s.scratch = strconv.AppendInt(s.scratch, s.seq, 10)
-					s.scratch = append(s.scratch, ev.Data[sp.end:]...)
+					s.scratch = append(s.scratch, ev.Data[sp.End:]...)
 					renumbered := Event{Name: ev.Name, Data: s.scratch}
 					ev = &renumbered
 				}
