@@ -109,9 +109,10 @@ func AppendStringStr(dst []byte, s string) []byte {
 }
 
 // AppendQuoted appends raw JSON text as the content of a JSON string
-// literal. Valid JSON text has no raw control characters, so only quotes
-// and backslashes need escaping; this is how arguments get wrapped exactly
-// once.
+// literal; this is how arguments get wrapped exactly once. Only quotes and
+// backslashes are escaped: valid JSON holds raw control characters only as
+// white space between tokens, and that is copied as it is, so text with
+// raw tabs or line breaks between tokens yields an invalid literal.
 func AppendQuoted(dst []byte, parts ...[]byte) []byte {
 	dst = append(dst, '"')
 	for _, p := range parts {
