@@ -149,7 +149,7 @@ func (t *customTools) resolve(r *customRecord, ns, name string) (ident, bool) {
 
 // --- request side ---------------------------------------------------------
 
-// A request rewrite first plans every jsonspan.Edit and checks for identity
+// A request rewrite first plans every edit and checks for identity
 // conflicts, and only then builds the new body, so a rejected request is
 // never half converted.
 type requestPlan struct {
@@ -311,7 +311,7 @@ func (p *requestPlan) descriptor(el jsonspan.Span, name string) []byte {
 // object at obj: Responses' flat tool (flat: its "type" becomes "function")
 // or Chat's inner "custom" object. The grammar cannot be expressed as a JSON
 // schema, so format goes and the generated schema and strict:false replace
-// it; every other jsonspan.Member stays.
+// it; every other member stays.
 func (p *requestPlan) functionBody(dst []byte, obj jsonspan.Span, name string, flat bool) []byte {
 	doc := p.doc
 	patch := name == "apply_patch"

@@ -436,7 +436,7 @@ func (s *chatStream) delta(d []byte, ds jsonspan.Span, choice int64, finish, len
 	return w.Close(), true, nil
 }
 
-// appendToolCalls appends a "tool_calls" jsonspan.Member holding entries.
+// appendToolCalls appends a "tool_calls" member holding entries.
 func appendToolCalls(b []byte, entries [][]byte) []byte {
 	b = append(b, `"tool_calls":[`...)
 	for i, e := range entries {

@@ -34,7 +34,7 @@ func init() {
 }
 
 type fieldSetConfig struct {
-	// Path is the dot-separated jsonspan.Member path, e.g. "reasoning.effort".
+	// Path is the dot-separated member path, e.g. "reasoning.effort".
 	Path string `json:"path"`
 	// Value is the JSON value to write.
 	Value json.RawMessage `json:"value"`
@@ -45,7 +45,7 @@ type fieldSet struct {
 	// keys[i] is path[i] as a JSON string literal, compared with the key
 	// literals of the body as written.
 	keys [][]byte
-	// members[i] is the jsonspan.Member `"path[i]":<object holding the rest>`,
+	// members[i] is the member `"path[i]":<object holding the rest>`,
 	// inserted when path[i] is missing; objects[i] is the object holding
 	// path[i:], written over a non-object found at path[i-1].
 	members [][]byte
@@ -77,7 +77,7 @@ func newFieldSet(raw json.RawMessage) (Transform, error) {
 	t.objects[n] = t.value
 	for i := n - 1; i >= 0; i-- {
 		if t.path[i] == "" {
-			return nil, fmt.Errorf("path %q: empty jsonspan.Member name", cfg.Path)
+			return nil, fmt.Errorf("path %q: empty member name", cfg.Path)
 		}
 		t.keys[i] = jsonspan.AppendStringStr(nil, t.path[i])
 		m := append(append(bytes.Clone(t.keys[i]), ':'), t.objects[i+1]...)
@@ -112,13 +112,13 @@ func (t *fieldSet) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 
 // set plans the edits that write path[depth:] into the object at
 // doc[start], validating the object on the way, and returns the index just
-// past it (-1 when malformed). Every jsonspan.Member named path[depth] is written,
+// past it (-1 when malformed). Every member named path[depth] is written,
 // so a body with a duplicated key cannot smuggle an old value past us.
 func (t *fieldSet) set(doc []byte, start, depth int, edits *[]jsonspan.Edit) int {
 	last := depth == len(t.path)-1
 	key := t.keys[depth]
 	found := false
-	tail := -1 // end of the last jsonspan.Member's value: where a new jsonspan.Member goes
+	tail := -1 // end of the last member's value: where a new member goes
 	end := jsonspan.WalkMembers(doc, start, func(k jsonspan.Span, v int) int {
 		var e int
 		if !bytes.Equal(doc[k.Start:k.End], key) {
@@ -145,7 +145,7 @@ func (t *fieldSet) set(doc []byte, start, depth int, edits *[]jsonspan.Edit) int
 		return end
 	}
 	if tail < 0 {
-		// An empty object: the jsonspan.Member goes right after the brace.
+		// An empty object: the member goes right after the brace.
 		open := jsonspan.SkipSpace(doc, start) + 1
 		*edits = append(*edits, jsonspan.Edit{Start: open, End: open, Repl: t.members[depth]})
 		return end

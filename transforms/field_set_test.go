@@ -98,7 +98,7 @@ func TestFieldSetConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ config, want string }{
 		{`{"value":1}`, "rule 0 (field_set): path: required"},
 		{`{"path":"a"}`, "rule 0 (field_set): value: required"},
-		{`{"path":"a..b","value":1}`, `rule 0 (field_set): path "a..b": empty jsonspan.Member name`},
+		{`{"path":"a..b","value":1}`, `rule 0 (field_set): path "a..b": empty member name`},
 		{`{"path":"a","value":1,"vlaue":2}`, `rule 0 (field_set): config: json: unknown field "vlaue"`},
 	} {
 		var cfgs []RuleConfig
