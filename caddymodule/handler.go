@@ -21,6 +21,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 )
 
@@ -262,7 +263,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
-	if !sameBytes(out, body) {
+	if !jsonspan.SameSlice(out, body) {
 		setLeasedBody(r, out, lease)
 	}
 	if p := x.UpstreamPath(); p != r.URL.Path {
@@ -414,10 +415,6 @@ func setLeasedBody(r *http.Request, b []byte, l *bodyLease) {
 	setBody(r, b)
 	r.Body = open()
 	r.GetBody = func() (io.ReadCloser, error) { return open(), nil }
-}
-
-func sameBytes(a, b []byte) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 func writeError(w http.ResponseWriter, e *transforms.Error) error {

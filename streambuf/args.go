@@ -2,8 +2,9 @@ package streambuf
 
 import (
 	"errors"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
 
 // ErrLimit is returned by ArgsDecoder.Write when the raw arguments grow
@@ -120,7 +121,7 @@ loop:
 	for i < len(s) && d.st < stDone {
 		switch d.st {
 		case stStart:
-			if i = skipSpace(s, i); i == len(s) {
+			if i = jsonspan.SkipSpace(s, i); i == len(s) {
 				break loop
 			}
 			if s[i] != '{' {
@@ -130,7 +131,7 @@ loop:
 			i++
 			d.st = stObject
 		case stObject, stComma:
-			if i = skipSpace(s, i); i == len(s) {
+			if i = jsonspan.SkipSpace(s, i); i == len(s) {
 				break loop
 			}
 			switch {
@@ -154,7 +155,7 @@ loop:
 				d.st = stFail
 			}
 		case stColon:
-			if i = skipSpace(s, i); i == len(s) {
+			if i = jsonspan.SkipSpace(s, i); i == len(s) {
 				break loop
 			}
 			if s[i] != ':' {
@@ -164,7 +165,7 @@ loop:
 			i++
 			d.st = stValue
 		case stValue:
-			if i = skipSpace(s, i); i == len(s) {
+			if i = jsonspan.SkipSpace(s, i); i == len(s) {
 				break loop
 			}
 			switch c := s[i]; {
@@ -216,7 +217,7 @@ loop:
 			}
 			d.st = stNext
 		case stNext:
-			if i = skipSpace(s, i); i == len(s) {
+			if i = jsonspan.SkipSpace(s, i); i == len(s) {
 				break loop
 			}
 			switch s[i] {
@@ -269,6 +270,8 @@ func (d *ArgsDecoder) skipNested(s []byte, i int) int {
 // skipString skips string content starting at s[i] up to and including the
 // closing quote. When the string goes on past s it returns where to resume
 // (before a trailing backslash, whose escape is not known yet) and false.
+// Unlike jsonspan.SkipString it does not validate: values other than the
+// input are skipped, not checked, and it must be able to stop anywhere.
 func skipString(s []byte, i int) (int, bool) {
 	for i < len(s) {
 		switch s[i] {
@@ -291,18 +294,6 @@ func scalar(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c == '-' || c == '+' || c == '.' || c == 'E'
 }
 
-func skipSpace(s []byte, i int) int {
-	for i < len(s) {
-		switch s[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
 // Results of unquote.
 const (
 	strMore = iota // more input is needed
@@ -316,7 +307,7 @@ const (
 // incomplete escape or UTF-8 sequence at the end of s is left unconsumed.
 func unquote(dst, s []byte, i int) ([]byte, int, int) {
 	for {
-		n := plainRun(s[i:])
+		n := jsonspan.PlainRun(s[i:])
 		dst = append(dst, s[i:i+n]...)
 		if i += n; i == len(s) {
 			return dst, i, strMore
@@ -326,7 +317,7 @@ func unquote(dst, s []byte, i int) ([]byte, int, int) {
 			return dst, i + 1, strEnd
 		case c == '\\':
 			var m int
-			if dst, m = unescape(dst, s[i:]); m <= 0 {
+			if dst, m = jsonspan.DecodeEscape(dst, s[i:]); m <= 0 {
 				if m == 0 {
 					return dst, i, strMore
 				}
@@ -348,85 +339,4 @@ func unquote(dst, s []byte, i int) ([]byte, int, int) {
 			i += size
 		}
 	}
-}
-
-// unescape decodes the escape sequence at the start of s (s[0] == '\\').
-// It returns the number of bytes consumed, 0 when s ends before the
-// sequence can be decoded, or -1 when the escape is invalid.
-func unescape(dst, s []byte) ([]byte, int) {
-	if len(s) < 2 {
-		return dst, 0
-	}
-	switch s[1] {
-	case '"', '\\', '/':
-		return append(dst, s[1]), 2
-	case 'b':
-		return append(dst, '\b'), 2
-	case 'f':
-		return append(dst, '\f'), 2
-	case 'n':
-		return append(dst, '\n'), 2
-	case 'r':
-		return append(dst, '\r'), 2
-	case 't':
-		return append(dst, '\t'), 2
-	case 'u':
-	default:
-		return dst, -1
-	}
-	r, n := hex4(s[2:])
-	if n <= 0 {
-		return dst, n
-	}
-	if !utf16.IsSurrogate(r) {
-		return utf8.AppendRune(dst, r), 6
-	}
-	// Like encoding/json, pair a surrogate with an immediately following
-	// \uXXXX when the two decode together, and otherwise replace it alone
-	// with U+FFFD. Deciding needs to see the next escape, or enough of it.
-	if r < 0xdc00 {
-		t := s[6:]
-		switch {
-		case len(t) == 0:
-			return dst, 0
-		case t[0] != '\\':
-		case len(t) == 1:
-			return dst, 0
-		case t[1] != 'u':
-		default:
-			r2, n2 := hex4(t[2:])
-			if n2 == 0 {
-				return dst, 0
-			}
-			if n2 > 0 {
-				if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-					return utf8.AppendRune(dst, dec), 12
-				}
-			}
-		}
-	}
-	return utf8.AppendRune(dst, utf8.RuneError), 6
-}
-
-// hex4 parses the four hex digits at the start of s. n is 4 on success, 0
-// when s is too short to tell and -1 for a non-hex digit.
-func hex4(s []byte) (r rune, n int) {
-	for k := 0; k < 4; k++ {
-		if k == len(s) {
-			return 0, 0
-		}
-		c := s[k]
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, -1
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, 4
 }

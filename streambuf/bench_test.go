@@ -94,19 +94,3 @@ func BenchmarkArgsDecoder(b *testing.B) {
 		})
 	}
 }
-
-func BenchmarkAppendJSONString(b *testing.B) {
-	var v struct {
-		Input string `json:"input"`
-	}
-	if err := json.Unmarshal(patchArgs(400), &v); err != nil {
-		b.Fatal(err)
-	}
-	s := []byte(v.Input)
-	dst := make([]byte, 0, 2*len(s))
-	b.SetBytes(int64(len(s)))
-	b.ReportAllocs()
-	for b.Loop() {
-		dst = AppendJSONString(dst[:0], s)
-	}
-}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
 
 // splitter yields chunk sizes (1 to 16) taken from the bytes of sizes,
@@ -129,7 +131,7 @@ func argsFrom(in []byte) []byte {
 		case c < 0x20 && i%2 == 0:
 			b = fmt.Appendf(b, `\u%04X`, c)
 		case c < 0x20:
-			q := AppendJSONString(nil, []byte{c}) // short or lowercase form
+			q := jsonspan.AppendString(nil, []byte{c}) // short or lowercase form
 			b = append(b, q[1:len(q)-1]...)
 		default:
 			b = append(b, c)
@@ -177,14 +179,4 @@ func checkArgs(t *testing.T, in, sizes []byte) {
 	} else if json.Valid(in) && (d.Streaming() || len(got) > 0) {
 		t.Fatalf("%q: valid JSON without a string input decoded %q", in, got)
 	}
-}
-
-func FuzzAppendJSONString(f *testing.F) {
-	f.Add([]byte("<tag> & \"q\" \\ \n\x00\x7f é \u2028 \xff"))
-	f.Fuzz(func(t *testing.T, s []byte) {
-		got := AppendJSONString(nil, s)
-		if want := stdJSONString(t, s); string(got) != want {
-			t.Fatalf("AppendJSONString(%q) = %s, encoding/json %s", s, got, want)
-		}
-	})
 }

@@ -2,6 +2,7 @@ package transforms
 
 import (
 	"fmt"
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 
 	"github.com/llmtransform/caddy-llm-transform/streambuf"
 )
@@ -84,12 +85,12 @@ func NewCallStream(x *Exchange, p CallPolicy) StreamTransform {
 // running rule's upstream-side protocol, returning body itself when none
 // is there.
 func RestoreCalls(x *Exchange, p CallPolicy, body []byte) []byte {
-	if !validDocument(body) {
+	if !jsonspan.Valid(body) {
 		return body
 	}
 	switch x.Protocol() {
 	case ProtocolResponses:
-		return x.applyEdits(body, restoreOutput(x, p, body, span{skipSpace(body, 0), len(body)}, nil, false))
+		return x.applyEdits(body, restoreOutput(x, p, body, jsonspan.Span{Start: jsonspan.SkipSpace(body, 0), End: len(body)}, nil, false))
 	case ProtocolChat:
 		return x.applyEdits(body, restoreChatMessage(x, p, body))
 	}

@@ -3,6 +3,7 @@ package transforms
 import (
 	"bytes"
 	"cmp"
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"slices"
 	"strconv"
 )
@@ -77,7 +78,7 @@ func (s *chatCalls) Event(ev *Event, emit Emit) error {
 	if len(d) == 0 || d[0] != '{' {
 		return emit(ev)
 	}
-	if e := lookup(d, 0, "error"); e.start >= 0 && !isNull(d, e) {
+	if e := jsonspan.Lookup(d, 0, "error"); e.Start >= 0 && !jsonspan.IsNull(d, e) {
 		s.abandon("upstream error object")
 		return emit(ev)
 	}
@@ -111,16 +112,12 @@ func (s *chatCalls) abandon(reason string) {
 	s.order = s.order[:0]
 }
 
-func parseIndex(doc []byte, sp span) (int64, bool) {
-	if sp.start < 0 {
+func parseIndex(doc []byte, sp jsonspan.Span) (int64, bool) {
+	if sp.Start < 0 {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(string(doc[sp.start:sp.end]), 10, 64)
+	n, err := strconv.ParseInt(string(doc[sp.Start:sp.End]), 10, 64)
 	return n, err == nil
-}
-
-func isNull(doc []byte, sp span) bool {
-	return sp.end-sp.start == 4 && string(doc[sp.start:sp.end]) == "null"
 }
 
 // Members of a chunk and of its choices that the tracker reads.
@@ -140,25 +137,25 @@ const (
 // choice finishes with restored calls open. A chunk whose rebuilt deltas
 // all came out empty, and that carries nothing else, is dropped.
 func (s *chatCalls) chunk(ev *Event, d []byte, emit Emit) error {
-	var top [4]span
-	objectFields(d, 0, chunkFields, top[:])
+	var top [4]jsonspan.Span
+	jsonspan.ObjectFields(d, 0, chunkFields, top[:])
 	s.rememberMeta(d, top[1:])
-	if top[0].start < 0 || d[top[0].start] != '[' {
+	if top[0].Start < 0 || d[top[0].Start] != '[' {
 		return emit(ev)
 	}
-	var edits []edit
+	var edits []jsonspan.Edit
 	var err error
 	onlyHeld := true // every choice was rebuilt into an empty delta
 	touched := false
-	eachElement(d, top[0].start, func(ch span) bool {
-		var f [3]span
-		objectFields(d, ch.start, choiceFields, f[:])
+	jsonspan.EachElement(d, top[0].Start, func(ch jsonspan.Span) bool {
+		var f [3]jsonspan.Span
+		jsonspan.ObjectFields(d, ch.Start, choiceFields, f[:])
 		choice, _ := parseIndex(d, f[choiceIndex])
 		fin := f[choiceFinish]
-		finish := fin.start >= 0 && !isNull(d, fin)
-		length := isString(d, fin, "length")
+		finish := fin.Start >= 0 && !jsonspan.IsNull(d, fin)
+		length := jsonspan.IsString(d, fin, "length")
 		ds := f[choiceDelta]
-		if ds.start < 0 || d[ds.start] != '{' {
+		if ds.Start < 0 || d[ds.Start] != '{' {
 			// No delta object (absent or null): only a finishing choice has
 			// anything to add, the rest of its restored calls.
 			onlyHeld = false
@@ -172,11 +169,11 @@ func (s *chatCalls) chunk(ev *Event, d []byte, emit Emit) error {
 			}
 			obj := appendToolCalls([]byte(`{`), rest)
 			obj = append(obj, '}')
-			if ds.start >= 0 {
-				edits = append(edits, edit{ds.start, ds.end, obj})
+			if ds.Start >= 0 {
+				edits = append(edits, jsonspan.Edit{Start: ds.Start, End: ds.End, Repl: obj})
 			} else {
 				member := append([]byte(`"delta":`), obj...)
-				edits = append(edits, edit{ch.start + 1, ch.start + 1, append(member, ',')})
+				edits = append(edits, jsonspan.Edit{Start: ch.Start + 1, End: ch.Start + 1, Repl: append(member, ',')})
 			}
 			return true
 		}
@@ -194,7 +191,7 @@ func (s *chatCalls) chunk(ev *Event, d []byte, emit Emit) error {
 		if finish || !bytes.Equal(delta, []byte("{}")) {
 			onlyHeld = false
 		}
-		edits = append(edits, edit{ds.start, ds.end, delta})
+		edits = append(edits, jsonspan.Edit{Start: ds.Start, End: ds.End, Repl: delta})
 		return true
 	})
 	if err != nil {
@@ -203,23 +200,23 @@ func (s *chatCalls) chunk(ev *Event, d []byte, emit Emit) error {
 	if !touched {
 		return emit(ev)
 	}
-	usage := lookup(d, 0, "usage")
-	if onlyHeld && (usage.start < 0 || isNull(d, usage)) {
+	usage := jsonspan.Lookup(d, 0, "usage")
+	if onlyHeld && (usage.Start < 0 || jsonspan.IsNull(d, usage)) {
 		return nil // the chunk only carried fragments we hold back
 	}
-	return emit(&Event{Name: ev.Name, Data: applyEdits(d, edits)})
+	return emit(&Event{Name: ev.Name, Data: jsonspan.Apply(d, edits)})
 }
 
-func (s *chatCalls) rememberMeta(d []byte, f []span) {
+func (s *chatCalls) rememberMeta(d []byte, f []jsonspan.Span) {
 	w := s.meta[:0]
 	for k, name := range chunkFields[1:] {
-		if f[k].start < 0 {
+		if f[k].Start < 0 {
 			continue
 		}
 		w = append(w, ',', '"')
 		w = append(w, name...)
 		w = append(w, '"', ':')
-		w = append(w, d[f[k].start:f[k].end]...)
+		w = append(w, d[f[k].Start:f[k].End]...)
 	}
 	s.meta = w
 }
@@ -227,13 +224,13 @@ func (s *chatCalls) rememberMeta(d []byte, f []span) {
 // delta rebuilds a choice's delta object. finish says the choice ends in
 // this chunk: restored calls of the choice are then completed, unless the
 // upstream stopped for length, which leaves a call cut short.
-func (s *chatCalls) delta(d []byte, ds span, choice int64, finish, length bool) ([]byte, bool, error) {
-	tc := lookup(d, ds.start, "tool_calls")
+func (s *chatCalls) delta(d []byte, ds jsonspan.Span, choice int64, finish, length bool) ([]byte, bool, error) {
+	tc := jsonspan.Lookup(d, ds.Start, "tool_calls")
 	var entries [][]byte
 	changed := false
-	if tc.start >= 0 && d[tc.start] == '[' {
+	if tc.Start >= 0 && d[tc.Start] == '[' {
 		var err error
-		eachElement(d, tc.start, func(el span) bool {
+		jsonspan.EachElement(d, tc.Start, func(el jsonspan.Span) bool {
 			var out []byte
 			var mine bool
 			out, mine, err = s.entry(d, el, choice)
@@ -246,7 +243,7 @@ func (s *chatCalls) delta(d []byte, ds span, choice int64, finish, length bool) 
 					entries = append(entries, out)
 				}
 			} else {
-				entries = append(entries, d[el.start:el.end])
+				entries = append(entries, d[el.Start:el.End])
 			}
 			return true
 		})
@@ -264,18 +261,18 @@ func (s *chatCalls) delta(d []byte, ds span, choice int64, finish, length bool) 
 	if !changed {
 		return nil, false, nil
 	}
-	w := newObj(nil)
-	eachMember(d, ds.start, func(m member) bool {
-		if !m.keyIs(d, "tool_calls") {
-			w.raw(d, m)
+	w := jsonspan.NewObj(nil)
+	jsonspan.EachMember(d, ds.Start, func(m jsonspan.Member) bool {
+		if !m.KeyIs(d, "tool_calls") {
+			w.Raw(d, m)
 		}
 		return true
 	})
 	if len(entries) > 0 {
-		w.sep()
-		w.b = appendToolCalls(w.b, entries)
+		w.Sep()
+		w.B = appendToolCalls(w.B, entries)
 	}
-	return w.close(), true, nil
+	return w.Close(), true, nil
 }
 
 // appendToolCalls appends a "tool_calls" member holding entries.
@@ -295,12 +292,12 @@ var entryFields = []string{"index", "id", "function", "type"}
 // entry handles one tool_calls fragment. mine reports that the fragment
 // belongs to a restored or held call; out is then its replacement (nil:
 // drop it for now).
-func (s *chatCalls) entry(d []byte, el span, choice int64) (out []byte, mine bool, err error) {
-	if d[el.start] != '{' {
+func (s *chatCalls) entry(d []byte, el jsonspan.Span, choice int64) (out []byte, mine bool, err error) {
+	if d[el.Start] != '{' {
 		return nil, false, nil
 	}
-	var f [4]span
-	objectFields(d, el.start, entryFields, f[:])
+	var f [4]jsonspan.Span
+	jsonspan.ObjectFields(d, el.Start, entryFields, f[:])
 	idx, ok := parseIndex(d, f[0])
 	if !ok {
 		return nil, false, nil
@@ -314,12 +311,12 @@ func (s *chatCalls) entry(d []byte, el span, choice int64) (out []byte, mine boo
 	}
 	var name string
 	var frag []byte
-	if f[2].start >= 0 && d[f[2].start] == '{' {
-		var g [2]span
-		objectFields(d, f[2].start, []string{"name", "arguments"}, g[:])
-		name, _ = stringValue(d, g[0])
-		if g[1].start >= 0 && d[g[1].start] == '"' {
-			s.buf = unescapeJSON(s.buf[:0], d[g[1].start+1:g[1].end-1])
+	if f[2].Start >= 0 && d[f[2].Start] == '{' {
+		var g [2]jsonspan.Span
+		jsonspan.ObjectFields(d, f[2].Start, []string{"name", "arguments"}, g[:])
+		name, _ = jsonspan.StringValue(d, g[0])
+		if g[1].Start >= 0 && d[g[1].Start] == '"' {
+			s.buf = jsonspan.Unescape(s.buf[:0], d[g[1].Start+1:g[1].End-1])
 			frag = s.buf
 		}
 	}
@@ -338,21 +335,21 @@ func (s *chatCalls) entry(d []byte, el span, choice int64) (out []byte, mine boo
 		return s.open(key, name, p.id, p.args, p)
 	}
 	if name == "" {
-		if f[2].start < 0 && !isString(d, f[3], "function") {
+		if f[2].Start < 0 && !jsonspan.IsString(d, f[3], "function") {
 			return nil, false, nil // not a function fragment at all
 		}
-		if f[1].start < 0 {
+		if f[1].Start < 0 {
 			return nil, false, nil
 		}
 		// A first fragment without a name: hold it until the name shows
 		// which tool it is.
-		p := &chatPending{id: bytes.Clone(d[f[1].start:f[1].end]), args: bytes.Clone(frag)}
+		p := &chatPending{id: bytes.Clone(d[f[1].Start:f[1].End]), args: bytes.Clone(frag)}
 		s.pending[key] = p
 		return nil, true, s.checkHeld(p)
 	}
 	var rawID []byte
-	if f[1].start >= 0 {
-		rawID = d[f[1].start:f[1].end]
+	if f[1].Start >= 0 {
+		rawID = d[f[1].Start:f[1].End]
 	}
 	return s.open(key, name, rawID, frag, nil)
 }
@@ -406,11 +403,11 @@ func (s *chatCalls) fragment(key chatKey, c *chatCall, frag, rawID []byte, first
 		b = append(b, `","`...)
 		b = append(b, entryType(c.client)...)
 		b = append(b, `":{"name":`...)
-		b = appendJSONString(b, c.client.Name)
+		b = jsonspan.AppendStringStr(b, c.client.Name)
 		b = append(b, `,"`...)
 		b = append(b, textField(c.client)...)
 		b = append(b, `":`...)
-		b = appendJSONBytes(b, text)
+		b = jsonspan.AppendString(b, text)
 		return append(b, "}}"...), true, nil
 	}
 	if len(text) == 0 {
@@ -437,7 +434,7 @@ func textFragment(key chatKey, client ToolID, text []byte) []byte {
 	b = append(b, `":{"`...)
 	b = append(b, textField(client)...)
 	b = append(b, `":`...)
-	b = appendJSONBytes(b, text)
+	b = jsonspan.AppendString(b, text)
 	return append(b, "}}"...)
 }
 
@@ -448,11 +445,11 @@ func heldFragment(key chatKey, p *chatPending, name string) []byte {
 	b = append(b, `,"type":"function","function":{`...)
 	if name != "" {
 		b = append(b, `"name":`...)
-		b = appendJSONString(b, name)
+		b = jsonspan.AppendStringStr(b, name)
 		b = append(b, ',')
 	}
 	b = append(b, `"arguments":`...)
-	b = appendJSONBytes(b, p.args)
+	b = jsonspan.AppendString(b, p.args)
 	return append(b, "}}"...)
 }
 
@@ -540,41 +537,41 @@ func (s *chatCalls) flushAll(emit Emit) error {
 
 // restoreChatMessage restores the policy's calls in a complete Chat
 // response: choices[].message.tool_calls[].
-func restoreChatMessage(x *Exchange, p CallPolicy, body []byte) []edit {
-	choices := lookup(body, skipSpace(body, 0), "choices")
-	if choices.start < 0 || body[choices.start] != '[' {
+func restoreChatMessage(x *Exchange, p CallPolicy, body []byte) []jsonspan.Edit {
+	choices := jsonspan.Lookup(body, jsonspan.SkipSpace(body, 0), "choices")
+	if choices.Start < 0 || body[choices.Start] != '[' {
 		return nil
 	}
-	var edits []edit
-	eachElement(body, choices.start, func(ch span) bool {
-		msg := lookup(body, ch.start, "message")
-		if msg.start < 0 || body[msg.start] != '{' {
+	var edits []jsonspan.Edit
+	jsonspan.EachElement(body, choices.Start, func(ch jsonspan.Span) bool {
+		msg := jsonspan.Lookup(body, ch.Start, "message")
+		if msg.Start < 0 || body[msg.Start] != '{' {
 			return true
 		}
-		calls := lookup(body, msg.start, "tool_calls")
-		if calls.start < 0 || body[calls.start] != '[' {
+		calls := jsonspan.Lookup(body, msg.Start, "tool_calls")
+		if calls.Start < 0 || body[calls.Start] != '[' {
 			return true
 		}
-		eachElement(body, calls.start, func(el span) bool {
-			if body[el.start] != '{' || !isString(body, lookup(body, el.start, "type"), "function") {
+		jsonspan.EachElement(body, calls.Start, func(el jsonspan.Span) bool {
+			if body[el.Start] != '{' || !jsonspan.IsString(body, jsonspan.Lookup(body, el.Start, "type"), "function") {
 				return true
 			}
-			fn := lookup(body, el.start, "function")
-			if fn.start < 0 || body[fn.start] != '{' {
+			fn := jsonspan.Lookup(body, el.Start, "function")
+			if fn.Start < 0 || body[fn.Start] != '{' {
 				return true
 			}
-			var f [2]span
-			objectFields(body, fn.start, []string{"name", "arguments"}, f[:])
-			name, _ := stringValue(body, f[0])
+			var f [2]jsonspan.Span
+			jsonspan.ObjectFields(body, fn.Start, []string{"name", "arguments"}, f[:])
+			name, _ := jsonspan.StringValue(body, f[0])
 			client, h, ok := p.OpenCall(x, ToolID{Type: "function", Name: name})
 			if !ok {
 				return true
 			}
 			var args []byte
-			if f[1].start >= 0 && body[f[1].start] == '"' {
-				args = unescapeJSON(nil, body[f[1].start+1:f[1].end-1])
+			if f[1].Start >= 0 && body[f[1].Start] == '"' {
+				args = jsonspan.Unescape(nil, body[f[1].Start+1:f[1].End-1])
 			}
-			edits = append(edits, edit{el.start, el.end, chatEntry(nil, body, el, client, h.Finish(args))})
+			edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: chatEntry(nil, body, el, client, h.Finish(args))})
 			x.Restored++
 			x.Decide(client.String(), "restore_call", "chat function call to restore")
 			return true
@@ -586,22 +583,22 @@ func restoreChatMessage(x *Exchange, p CallPolicy, body []byte) []edit {
 
 // chatEntry rewrites a function tool_calls entry as the client's call,
 // keeping the entry's other members (id, index, extensions).
-func chatEntry(dst, doc []byte, el span, client ToolID, text []byte) []byte {
-	w := newObj(dst)
+func chatEntry(dst, doc []byte, el jsonspan.Span, client ToolID, text []byte) []byte {
+	w := jsonspan.NewObj(dst)
 	typ := entryType(client)
-	retype(&w, doc, el, typ, func(w *objWriter, m member) bool {
-		if !m.keyIs(doc, "function") {
+	jsonspan.Retype(&w, doc, el, typ, func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
+		if !m.KeyIs(doc, "function") {
 			return false
 		}
-		w.key(typ)
-		w.b = append(w.b, `{"name":`...)
-		w.b = appendJSONString(w.b, client.Name)
-		w.b = append(w.b, `,"`...)
-		w.b = append(w.b, textField(client)...)
-		w.b = append(w.b, `":`...)
-		w.b = appendJSONBytes(w.b, text)
-		w.b = append(w.b, '}')
+		w.Key(typ)
+		w.B = append(w.B, `{"name":`...)
+		w.B = jsonspan.AppendStringStr(w.B, client.Name)
+		w.B = append(w.B, `,"`...)
+		w.B = append(w.B, textField(client)...)
+		w.B = append(w.B, `":`...)
+		w.B = jsonspan.AppendString(w.B, text)
+		w.B = append(w.B, '}')
 		return true
 	})
-	return w.close()
+	return w.Close()
 }

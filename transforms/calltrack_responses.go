@@ -2,6 +2,7 @@ package transforms
 
 import (
 	"bytes"
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"strconv"
 )
 
@@ -67,14 +68,14 @@ func newResponsesCalls(x *Exchange, p CallPolicy) *responsesCalls {
 }
 
 // openCall asks the policy about the function_call item at item.
-func openCall(x *Exchange, p CallPolicy, d []byte, item span) (ToolID, CallHandler, bool) {
-	if item.start < 0 || d[item.start] != '{' || !isString(d, lookup(d, item.start, "type"), "function_call") {
+func openCall(x *Exchange, p CallPolicy, d []byte, item jsonspan.Span) (ToolID, CallHandler, bool) {
+	if item.Start < 0 || d[item.Start] != '{' || !jsonspan.IsString(d, jsonspan.Lookup(d, item.Start, "type"), "function_call") {
 		return ToolID{}, nil, false
 	}
-	var g [2]span
-	objectFields(d, item.start, []string{"name", "namespace"}, g[:])
-	name, _ := stringValue(d, g[0])
-	ns, _ := stringValue(d, g[1])
+	var g [2]jsonspan.Span
+	jsonspan.ObjectFields(d, item.Start, []string{"name", "namespace"}, g[:])
+	name, _ := jsonspan.StringValue(d, g[0])
+	ns, _ := jsonspan.StringValue(d, g[1])
 	return p.OpenCall(x, ToolID{Type: "function", Namespace: ns, Name: name})
 }
 
@@ -96,16 +97,16 @@ func (s *responsesCalls) findItem(callID, itemID string, outputIndex []byte) (*t
 
 // where reads the item id and output index an event refers to; item says
 // where the item object is, for output_item events.
-func where(d []byte, item span) (itemID string, outputIndex []byte) {
-	var f [2]span
-	objectFields(d, 0, []string{"item_id", "output_index"}, f[:])
-	if item.start >= 0 {
-		itemID, _ = stringValue(d, lookup(d, item.start, "id"))
+func where(d []byte, item jsonspan.Span) (itemID string, outputIndex []byte) {
+	var f [2]jsonspan.Span
+	jsonspan.ObjectFields(d, 0, []string{"item_id", "output_index"}, f[:])
+	if item.Start >= 0 {
+		itemID, _ = jsonspan.StringValue(d, jsonspan.Lookup(d, item.Start, "id"))
 	} else {
-		itemID, _ = stringValue(d, f[0])
+		itemID, _ = jsonspan.StringValue(d, f[0])
 	}
-	if f[1].start >= 0 {
-		outputIndex = d[f[1].start:f[1].end]
+	if f[1].Start >= 0 {
+		outputIndex = d[f[1].Start:f[1].End]
 	}
 	return itemID, outputIndex
 }
@@ -151,15 +152,15 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 	if len(d) == 0 || d[0] != '{' {
 		return emit(ev)
 	}
-	typ := lookup(d, 0, "type")
-	if typ.start < 0 {
+	typ := jsonspan.Lookup(d, 0, "type")
+	if typ.Start < 0 {
 		return emit(ev)
 	}
-	switch string(d[typ.start:typ.end]) {
+	switch string(d[typ.Start:typ.End]) {
 	case `"response.output_item.added"`:
 		return s.itemAdded(ev, d, emit)
 	case `"response.function_call_arguments.delta"`:
-		c, closed := s.find(where(d, span{-1, -1}))
+		c, closed := s.find(where(d, jsonspan.NoSpan()))
 		switch {
 		case c != nil:
 			return s.argsDelta(c, d, emit)
@@ -167,13 +168,13 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 			return nil
 		}
 	case `"response.function_call_arguments.done"`:
-		c, closed := s.find(where(d, span{-1, -1}))
+		c, closed := s.find(where(d, jsonspan.NoSpan()))
 		switch {
 		case c != nil:
-			args := lookup(d, 0, "arguments")
+			args := jsonspan.Lookup(d, 0, "arguments")
 			var full []byte
-			if args.start >= 0 && d[args.start] == '"' {
-				full = unescapeJSON(nil, d[args.start+1:args.end-1])
+			if args.Start >= 0 && d[args.Start] == '"' {
+				full = jsonspan.Unescape(nil, d[args.Start+1:args.End-1])
 			}
 			return s.finishText(c, full, d, emit)
 		case closed:
@@ -184,7 +185,7 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 	case `"response.completed"`, `"response.created"`, `"response.in_progress"`, `"response.queued"`:
 		return s.responseEvent(ev, d, emit, false)
 	case `"response.failed"`, `"response.incomplete"`:
-		s.abandon("terminal " + string(d[typ.start+1:typ.end-1]))
+		s.abandon("terminal " + string(d[typ.Start+1:typ.End-1]))
 		return s.responseEvent(ev, d, emit, true)
 	case `"error"`:
 		s.abandon("upstream error event")
@@ -230,32 +231,32 @@ func (s *responsesCalls) itemAdded(ev *Event, d []byte, emit Emit) error {
 	if s.failed {
 		return emit(ev)
 	}
-	item := lookup(d, 0, "item")
+	item := jsonspan.Lookup(d, 0, "item")
 	client, h, ok := openCall(s.x, s.p, d, item)
 	if !ok {
 		return emit(ev)
 	}
 	itemID, oi := where(d, item)
-	callID, _ := stringValue(d, lookup(d, item.start, "call_id"))
+	callID, _ := jsonspan.StringValue(d, jsonspan.Lookup(d, item.Start, "call_id"))
 	s.newCall(client, h, itemID, oi, callID)
 	s.x.Decide(client.String(), "restore_call", "stream header of a call to restore")
 	repl := clientItem(nil, d, item, client, []byte{})
 	return emit(&Event{Name: ev.Name, Data: spliceOne(d, item, repl)})
 }
 
-func spliceOne(doc []byte, sp span, repl []byte) []byte {
-	out := make([]byte, 0, len(doc)-(sp.end-sp.start)+len(repl))
-	out = append(out, doc[:sp.start]...)
+func spliceOne(doc []byte, sp jsonspan.Span, repl []byte) []byte {
+	out := make([]byte, 0, len(doc)-(sp.End-sp.Start)+len(repl))
+	out = append(out, doc[:sp.Start]...)
 	out = append(out, repl...)
-	return append(out, doc[sp.end:]...)
+	return append(out, doc[sp.End:]...)
 }
 
 func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, emit Emit) error {
-	sp := lookup(d, 0, "delta")
-	if sp.start < 0 || d[sp.start] != '"' || c.textDone {
+	sp := jsonspan.Lookup(d, 0, "delta")
+	if sp.Start < 0 || d[sp.Start] != '"' || c.textDone {
 		return nil
 	}
-	s.buf = unescapeJSON(s.buf[:0], d[sp.start+1:sp.end-1])
+	s.buf = jsonspan.Unescape(s.buf[:0], d[sp.Start+1:sp.End-1])
 	text, err := c.h.Delta(s.buf)
 	if err != nil {
 		s.abandon("call arguments exceed max_call_buffer")
@@ -295,11 +296,11 @@ func (s *responsesCalls) textEvent(c *trackedCall, src []byte, done bool, text [
 	b = append(b, `{"type":"`...)
 	b = append(b, name...)
 	b = append(b, '"')
-	if lookup(src, 0, "sequence_number").start >= 0 {
+	if jsonspan.Lookup(src, 0, "sequence_number").Start >= 0 {
 		b = append(b, `,"sequence_number":0`...)
 	}
 	b = append(b, `,"item_id":`...)
-	b = appendJSONString(b, c.itemID)
+	b = jsonspan.AppendStringStr(b, c.itemID)
 	if c.outputIndex != nil {
 		b = append(b, `,"output_index":`...)
 		b = append(b, c.outputIndex...)
@@ -307,7 +308,7 @@ func (s *responsesCalls) textEvent(c *trackedCall, src []byte, done bool, text [
 	b = append(b, `,"`...)
 	b = append(b, field...)
 	b = append(b, `":`...)
-	b = appendJSONBytes(b, text)
+	b = jsonspan.AppendString(b, text)
 	b = append(b, '}')
 	s.evbuf = b
 	s.ev = Event{Name: name, Data: b}
@@ -341,20 +342,20 @@ func (s *responsesCalls) finishText(c *trackedCall, args []byte, src []byte, emi
 	return emit(s.textEvent(c, src, true, c.final))
 }
 
-func itemArgs(d []byte, item span) []byte {
-	if a := lookup(d, item.start, "arguments"); a.start >= 0 && d[a.start] == '"' {
-		return unescapeJSON(nil, d[a.start+1:a.end-1])
+func itemArgs(d []byte, item jsonspan.Span) []byte {
+	if a := jsonspan.Lookup(d, item.Start, "arguments"); a.Start >= 0 && d[a.Start] == '"' {
+		return jsonspan.Unescape(nil, d[a.Start+1:a.End-1])
 	}
 	return nil
 }
 
 func (s *responsesCalls) itemDone(ev *Event, d []byte, emit Emit) error {
-	item := lookup(d, 0, "item")
-	if item.start < 0 || d[item.start] != '{' {
+	item := jsonspan.Lookup(d, 0, "item")
+	if item.Start < 0 || d[item.Start] != '{' {
 		return emit(ev)
 	}
 	itemID, oi := where(d, item)
-	callID, _ := stringValue(d, lookup(d, item.start, "call_id"))
+	callID, _ := jsonspan.StringValue(d, jsonspan.Lookup(d, item.Start, "call_id"))
 	c, closed := s.findItem(callID, itemID, oi)
 	if closed {
 		return nil
@@ -382,7 +383,7 @@ func (s *responsesCalls) itemDone(ev *Event, d []byte, emit Emit) error {
 // deliver sends a call that the stream never opened, or opened but never
 // finished, as the item events a client expects: added (unless already
 // sent), the text, its done event, and output_item.done.
-func (s *responsesCalls) deliver(d []byte, item span, client ToolID, h CallHandler, itemID string, oi []byte, callID string, emit Emit) error {
+func (s *responsesCalls) deliver(d []byte, item jsonspan.Span, client ToolID, h CallHandler, itemID string, oi []byte, callID string, emit Emit) error {
 	c := s.newCall(client, h, itemID, oi, callID)
 	s.x.Decide(client.String(), "restore_call", "finished item of a call to restore")
 	if err := emit(s.itemEvent(d, "response.output_item.added", c.outputIndex, clientItem(nil, d, item, client, []byte{}))); err != nil {
@@ -391,7 +392,7 @@ func (s *responsesCalls) deliver(d []byte, item span, client ToolID, h CallHandl
 	return s.complete(c, d, item, emit)
 }
 
-func (s *responsesCalls) complete(c *trackedCall, d []byte, item span, emit Emit) error {
+func (s *responsesCalls) complete(c *trackedCall, d []byte, item jsonspan.Span, emit Emit) error {
 	if err := s.finishText(c, itemArgs(d, item), d, emit); err != nil {
 		return err
 	}
@@ -405,11 +406,11 @@ func (s *responsesCalls) complete(c *trackedCall, d []byte, item span, emit Emit
 // delivered as items are completed from the final output first, so the
 // client, which takes items from output_item.done, does not lose them.
 func (s *responsesCalls) responseEvent(ev *Event, d []byte, emit Emit, terminalFailure bool) error {
-	resp := lookup(d, 0, "response")
-	if resp.start < 0 || d[resp.start] != '{' {
+	resp := jsonspan.Lookup(d, 0, "response")
+	if resp.Start < 0 || d[resp.Start] != '{' {
 		return emit(ev)
 	}
-	if !terminalFailure && isString(d, lookup(d, 0, "type"), "response.completed") {
+	if !terminalFailure && jsonspan.IsString(d, jsonspan.Lookup(d, 0, "type"), "response.completed") {
 		if err := s.completeMissing(d, resp, emit); err != nil {
 			return err
 		}
@@ -431,28 +432,28 @@ func (s *responsesCalls) responseEvent(ev *Event, d []byte, emit Emit, terminalF
 	if len(edits) == 0 {
 		return emit(ev)
 	}
-	return emit(&Event{Name: ev.Name, Data: applyEdits(d, edits)})
+	return emit(&Event{Name: ev.Name, Data: jsonspan.Apply(d, edits)})
 }
 
 // completeMissing emits the item events for calls that appear in
 // response.completed's output but were never finished on the stream. The
 // output position is the call's output_index.
-func (s *responsesCalls) completeMissing(d []byte, resp span, emit Emit) error {
-	out := lookup(d, resp.start, "output")
-	if out.start < 0 {
+func (s *responsesCalls) completeMissing(d []byte, resp jsonspan.Span, emit Emit) error {
+	out := jsonspan.Lookup(d, resp.Start, "output")
+	if out.Start < 0 {
 		return nil
 	}
 	pos := -1
 	var err error
-	eachElement(d, out.start, func(el span) bool {
+	jsonspan.EachElement(d, out.Start, func(el jsonspan.Span) bool {
 		pos++
-		if !isString(d, lookup(d, el.start, "type"), "function_call") {
+		if !jsonspan.IsString(d, jsonspan.Lookup(d, el.Start, "type"), "function_call") {
 			return true
 		}
-		var g [2]span
-		objectFields(d, el.start, []string{"id", "call_id"}, g[:])
-		itemID, _ := stringValue(d, g[0])
-		callID, _ := stringValue(d, g[1])
+		var g [2]jsonspan.Span
+		jsonspan.ObjectFields(d, el.Start, []string{"id", "call_id"}, g[:])
+		itemID, _ := jsonspan.StringValue(d, g[0])
+		callID, _ := jsonspan.StringValue(d, g[1])
 		oi := []byte(strconv.Itoa(pos))
 		switch c, closed := s.findItem(callID, itemID, oi); {
 		case closed:
@@ -475,7 +476,7 @@ func (s *responsesCalls) itemEvent(src []byte, typ string, outputIndex, item []b
 	b = append(b, `{"type":"`...)
 	b = append(b, typ...)
 	b = append(b, '"')
-	if lookup(src, 0, "sequence_number").start >= 0 {
+	if jsonspan.Lookup(src, 0, "sequence_number").Start >= 0 {
 		b = append(b, `,"sequence_number":0`...)
 	}
 	b = append(b, `,"output_index":`...)
@@ -490,14 +491,14 @@ func (s *responsesCalls) itemEvent(src []byte, typ string, outputIndex, item []b
 // Responses object at obj. On a stream, done gives the text the stream
 // already settled, by call id, output position and item id; with onlyDone,
 // calls the stream did not complete stay as they are.
-func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj span, done func(callID, itemID string, pos int) ([]byte, bool), onlyDone bool) []edit {
-	out := lookup(doc, obj.start, "output")
-	if out.start < 0 {
+func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, done func(callID, itemID string, pos int) ([]byte, bool), onlyDone bool) []jsonspan.Edit {
+	out := jsonspan.Lookup(doc, obj.Start, "output")
+	if out.Start < 0 {
 		return nil
 	}
-	var edits []edit
+	var edits []jsonspan.Edit
 	pos := -1
-	eachElement(doc, out.start, func(el span) bool {
+	jsonspan.EachElement(doc, out.Start, func(el jsonspan.Span) bool {
 		pos++
 		client, h, ok := openCall(x, p, doc, el)
 		if !ok {
@@ -505,10 +506,10 @@ func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj span, done func(ca
 		}
 		var text []byte
 		if done != nil {
-			var g [2]span
-			objectFields(doc, el.start, []string{"id", "call_id"}, g[:])
-			itemID, _ := stringValue(doc, g[0])
-			callID, _ := stringValue(doc, g[1])
+			var g [2]jsonspan.Span
+			jsonspan.ObjectFields(doc, el.Start, []string{"id", "call_id"}, g[:])
+			itemID, _ := jsonspan.StringValue(doc, g[0])
+			callID, _ := jsonspan.StringValue(doc, g[1])
 			var seen bool
 			if text, seen = done(callID, itemID, pos); !seen && onlyDone {
 				return true // never build a call the stream did not complete
@@ -520,7 +521,7 @@ func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj span, done func(ca
 		if text == nil {
 			text = h.Finish(itemArgs(doc, el))
 		}
-		edits = append(edits, edit{el.start, el.end, clientItem(nil, doc, el, client, text)})
+		edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: clientItem(nil, doc, el, client, text)})
 		return true
 	})
 	return edits
@@ -529,39 +530,39 @@ func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj span, done func(ca
 // clientItem rewrites a function_call item into the client's call: a
 // custom_tool_call whose input is text, or a function_call whose arguments
 // are text; name and namespace become the client's.
-func clientItem(dst, doc []byte, el span, client ToolID, text []byte) []byte {
+func clientItem(dst, doc []byte, el jsonspan.Span, client ToolID, text []byte) []byte {
 	typ, field := "function_call", "arguments"
 	if client.Type == "custom" {
 		typ, field = "custom_tool_call", "input"
 	}
-	w := newObj(dst)
+	w := jsonspan.NewObj(dst)
 	sawNS := false
-	retype(&w, doc, el, typ, func(w *objWriter, m member) bool {
+	jsonspan.Retype(&w, doc, el, typ, func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
 		switch {
-		case m.keyIs(doc, "arguments"):
-			w.key(field)
-			w.b = appendJSONBytes(w.b, text)
-		case m.keyIs(doc, "name"):
-			if s, _ := stringValue(doc, m.value); s == client.Name {
+		case m.KeyIs(doc, "arguments"):
+			w.Key(field)
+			w.B = jsonspan.AppendString(w.B, text)
+		case m.KeyIs(doc, "name"):
+			if s, _ := jsonspan.StringValue(doc, m.Value); s == client.Name {
 				return false
 			}
-			w.key("name")
-			w.b = appendJSONString(w.b, client.Name)
-		case m.keyIs(doc, "namespace"):
+			w.Key("name")
+			w.B = jsonspan.AppendStringStr(w.B, client.Name)
+		case m.KeyIs(doc, "namespace"):
 			sawNS = true
-			if s, _ := stringValue(doc, m.value); s == client.Namespace || client.Namespace == "" {
+			if s, _ := jsonspan.StringValue(doc, m.Value); s == client.Namespace || client.Namespace == "" {
 				return false
 			}
-			w.key("namespace")
-			w.b = appendJSONString(w.b, client.Namespace)
+			w.Key("namespace")
+			w.B = jsonspan.AppendStringStr(w.B, client.Namespace)
 		default:
 			return false
 		}
 		return true
 	})
 	if !sawNS && client.Namespace != "" {
-		w.key("namespace")
-		w.b = appendJSONString(w.b, client.Namespace)
+		w.Key("namespace")
+		w.B = jsonspan.AppendStringStr(w.B, client.Namespace)
 	}
-	return w.close()
+	return w.Close()
 }

@@ -1,6 +1,10 @@
 package transforms
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
+)
 
 // Responses objects echo the request's tools and tool_choice. When a rule
 // changed them on the way out, the client must still get back what it sent,
@@ -17,16 +21,16 @@ type echoSnap struct {
 // snapshotEcho keeps the client's tools and tool_choice when a tool walk
 // passes over the client's own body: the walk has found them already, so
 // keeping them costs nothing.
-func (x *Exchange) snapshotEcho(body []byte, tools, choice span) {
-	if x.echo.taken || x.client != ProtocolResponses || !sameSlice(body, x.orig) {
+func (x *Exchange) snapshotEcho(body []byte, tools, choice jsonspan.Span) {
+	if x.echo.taken || x.client != ProtocolResponses || !jsonspan.SameSlice(body, x.orig) {
 		return
 	}
 	x.echo.taken = true
-	if tools.start >= 0 {
-		x.echo.tools = body[tools.start:tools.end]
+	if tools.Start >= 0 {
+		x.echo.tools = body[tools.Start:tools.End]
 	}
-	if choice.start >= 0 {
-		x.echo.choice = body[choice.start:choice.end]
+	if choice.Start >= 0 {
+		x.echo.choice = body[choice.Start:choice.End]
 	}
 }
 
@@ -36,14 +40,14 @@ func (x *Exchange) takeEcho() {
 	if !x.echo.needed || x.echo.taken || x.client != ProtocolResponses {
 		return
 	}
-	var f [2]span
-	objectFields(x.orig, 0, []string{"tools", "tool_choice"}, f[:])
+	var f [2]jsonspan.Span
+	jsonspan.ObjectFields(x.orig, 0, []string{"tools", "tool_choice"}, f[:])
 	x.echo.taken = true
-	if f[0].start >= 0 {
-		x.echo.tools = x.orig[f[0].start:f[0].end]
+	if f[0].Start >= 0 {
+		x.echo.tools = x.orig[f[0].Start:f[0].End]
 	}
-	if f[1].start >= 0 {
-		x.echo.choice = x.orig[f[1].start:f[1].end]
+	if f[1].Start >= 0 {
+		x.echo.choice = x.orig[f[1].Start:f[1].End]
 	}
 }
 
@@ -52,25 +56,25 @@ func (x *Exchange) echoes() bool {
 }
 
 // echoEdits puts the client's values into the response object at obj.
-func (x *Exchange) echoEdits(doc []byte, obj int) []edit {
-	var f [2]span
-	objectFields(doc, obj, []string{"tools", "tool_choice"}, f[:])
-	var edits []edit
-	if x.echo.tools != nil && f[0].start >= 0 && !bytes.Equal(doc[f[0].start:f[0].end], x.echo.tools) {
-		edits = append(edits, edit{f[0].start, f[0].end, x.echo.tools})
+func (x *Exchange) echoEdits(doc []byte, obj int) []jsonspan.Edit {
+	var f [2]jsonspan.Span
+	jsonspan.ObjectFields(doc, obj, []string{"tools", "tool_choice"}, f[:])
+	var edits []jsonspan.Edit
+	if x.echo.tools != nil && f[0].Start >= 0 && !bytes.Equal(doc[f[0].Start:f[0].End], x.echo.tools) {
+		edits = append(edits, jsonspan.Edit{Start: f[0].Start, End: f[0].End, Repl: x.echo.tools})
 	}
-	if x.echo.choice != nil && f[1].start >= 0 && !bytes.Equal(doc[f[1].start:f[1].end], x.echo.choice) {
-		edits = append(edits, edit{f[1].start, f[1].end, x.echo.choice})
+	if x.echo.choice != nil && f[1].Start >= 0 && !bytes.Equal(doc[f[1].Start:f[1].End], x.echo.choice) {
+		edits = append(edits, jsonspan.Edit{Start: f[1].Start, End: f[1].End, Repl: x.echo.choice})
 	}
 	return edits
 }
 
 // restoreEcho is the last step of a JSON response.
 func (x *Exchange) restoreEcho(body []byte) []byte {
-	if !x.echoes() || !validDocument(body) {
+	if !x.echoes() || !jsonspan.Valid(body) {
 		return body
 	}
-	return x.applyEdits(body, x.echoEdits(body, skipSpace(body, 0)))
+	return x.applyEdits(body, x.echoEdits(body, jsonspan.SkipSpace(body, 0)))
 }
 
 // echoStage is the last stage of a Responses stream: it restores the
@@ -82,21 +86,21 @@ func (s echoStage) Event(ev *Event, emit Emit) error {
 	if len(d) == 0 || d[0] != '{' || !bytes.Contains(d, []byte(`"response"`)) {
 		return emit(ev)
 	}
-	switch t := lookup(d, 0, "type"); {
-	case isString(d, t, "response.created"), isString(d, t, "response.in_progress"), isString(d, t, "response.queued"),
-		isString(d, t, "response.completed"), isString(d, t, "response.failed"), isString(d, t, "response.incomplete"):
+	switch t := jsonspan.Lookup(d, 0, "type"); {
+	case jsonspan.IsString(d, t, "response.created"), jsonspan.IsString(d, t, "response.in_progress"), jsonspan.IsString(d, t, "response.queued"),
+		jsonspan.IsString(d, t, "response.completed"), jsonspan.IsString(d, t, "response.failed"), jsonspan.IsString(d, t, "response.incomplete"):
 	default:
 		return emit(ev)
 	}
-	resp := lookup(d, 0, "response")
-	if resp.start < 0 || d[resp.start] != '{' {
+	resp := jsonspan.Lookup(d, 0, "response")
+	if resp.Start < 0 || d[resp.Start] != '{' {
 		return emit(ev)
 	}
-	edits := s.x.echoEdits(d, resp.start)
+	edits := s.x.echoEdits(d, resp.Start)
 	if len(edits) == 0 {
 		return emit(ev)
 	}
-	return emit(&Event{Name: ev.Name, Data: applyEdits(d, edits)})
+	return emit(&Event{Name: ev.Name, Data: jsonspan.Apply(d, edits)})
 }
 
 func (echoStage) End(Emit) error { return nil }

@@ -1,6 +1,7 @@
 package transforms
 
 import (
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"strings"
 
 	"go.uber.org/zap"
@@ -250,7 +251,7 @@ func (x *Exchange) RewriteRequest(body []byte) ([]byte, error) {
 		if x.Invalid {
 			return orig, nil
 		}
-		if !sameSlice(out, body) {
+		if !jsonspan.SameSlice(out, body) {
 			x.markApplied(r, PhaseRequest)
 		}
 		body = out
@@ -289,16 +290,12 @@ func (x *Exchange) RewriteResponse(body []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !sameSlice(out, body) {
+		if !jsonspan.SameSlice(out, body) {
 			x.markApplied(r, PhaseResponse)
 		}
 		body = out
 	}
 	return x.restoreEcho(body), nil
-}
-
-func sameSlice(a, b []byte) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // Error is a rejection the client sees in its own protocol's error shape.
@@ -315,20 +312,20 @@ func (e *Error) Error() string { return e.Message }
 // JSON renders the OpenAI error envelope.
 func (e *Error) JSON() []byte {
 	b := []byte(`{"error":{"message":`)
-	b = appendJSONString(b, e.Message)
+	b = jsonspan.AppendStringStr(b, e.Message)
 	b = append(b, `,"type":`...)
-	b = appendJSONString(b, e.Type)
+	b = jsonspan.AppendStringStr(b, e.Type)
 	b = append(b, `,"param":`...)
 	if e.Param == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendJSONString(b, e.Param)
+		b = jsonspan.AppendStringStr(b, e.Param)
 	}
 	b = append(b, `,"code":`...)
 	if e.Code == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendJSONString(b, e.Code)
+		b = jsonspan.AppendStringStr(b, e.Code)
 	}
 	return append(b, "}}"...)
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
 
 const genericParams = `{"type":"object","properties":{"input":{"type":"string","description":"The complete input string for this custom tool."}},"required":["input"],"additionalProperties":false}`
@@ -186,7 +188,7 @@ func TestRequestWithoutCustomToolsIsReturnedAsIs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sameSlice(out, body) {
+	if !jsonspan.SameSlice(out, body) {
 		t.Fatalf("body was copied or changed: %s", out)
 	}
 	if x.WantsResponse() {

@@ -3,6 +3,7 @@ package transforms
 import (
 	"bytes"
 	"fmt"
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"net/http"
 	"strings"
 
@@ -262,7 +263,7 @@ func (p *customPlan) definition(n *ToolNode) []byte {
 	if p.w.Protocol == ProtocolChat {
 		return p.chatDefinition(n)
 	}
-	return p.functionBody(nil, span{n.Start, n.End}, n.Name, true)
+	return p.functionBody(nil, n.obj(), n.Name, true)
 }
 
 func (p *customPlan) historyCall(n *ToolNode) []byte {
@@ -277,35 +278,35 @@ func (p *customPlan) historyCall(n *ToolNode) []byte {
 // or Chat's inner "custom" object. The grammar cannot be expressed as a JSON
 // schema, so format goes and the generated schema and strict:false replace
 // it; every other member stays.
-func (p *customPlan) functionBody(dst []byte, obj span, name string, flat bool) []byte {
+func (p *customPlan) functionBody(dst []byte, obj jsonspan.Span, name string, flat bool) []byte {
 	doc := p.w.Doc
 	patch := name == "apply_patch"
-	w := newObj(dst)
+	w := jsonspan.NewObj(dst)
 	hasDesc := false
-	eachMember(doc, obj.start, func(m member) bool {
+	jsonspan.EachMember(doc, obj.Start, func(m jsonspan.Member) bool {
 		switch {
-		case flat && m.keyIs(doc, "type"):
-			w.key("type")
-			w.b = append(w.b, `"function"`...)
-		case m.keyIs(doc, "format"), m.keyIs(doc, "strict"), m.keyIs(doc, "parameters"), flat && m.keyIs(doc, "custom"):
-		case m.keyIs(doc, "description") && patch:
+		case flat && m.KeyIs(doc, "type"):
+			w.Key("type")
+			w.B = append(w.B, `"function"`...)
+		case m.KeyIs(doc, "format"), m.KeyIs(doc, "strict"), m.KeyIs(doc, "parameters"), flat && m.KeyIs(doc, "custom"):
+		case m.KeyIs(doc, "description") && patch:
 			hasDesc = true
-			w.key("description")
-			w.b = appendPatchDescription(w.b, doc, m.value)
+			w.Key("description")
+			w.B = appendPatchDescription(w.B, doc, m.Value)
 		default:
-			w.raw(doc, m)
+			w.Raw(doc, m)
 		}
 		return true
 	})
 	if patch && !hasDesc {
-		w.key("description")
-		w.b = appendJSONString(w.b, patchUsage)
+		w.Key("description")
+		w.B = jsonspan.AppendStringStr(w.B, patchUsage)
 	}
-	w.key("parameters")
-	w.b = appendSchema(w.b, patch)
-	w.key("strict")
-	w.b = append(w.b, "false"...)
-	return w.close()
+	w.Key("parameters")
+	w.B = appendSchema(w.B, patch)
+	w.Key("strict")
+	w.B = append(w.B, "false"...)
+	return w.Close()
 }
 
 // responsesHistoryCall turns a custom_tool_call into a function_call. The
@@ -314,31 +315,31 @@ func (p *customPlan) functionBody(dst []byte, obj span, name string, flat bool) 
 // function items, and call_id is what correlates the pair.
 func (p *customPlan) responsesHistoryCall(n *ToolNode) []byte {
 	doc := p.w.Doc
-	w := newObj(make([]byte, 0, n.End-n.Start+64))
-	input := span{-1, -1}
-	retype(&w, doc, span{n.Start, n.End}, "function_call", func(w *objWriter, m member) bool {
+	w := jsonspan.NewObj(make([]byte, 0, n.End-n.Start+64))
+	input := jsonspan.NoSpan()
+	jsonspan.Retype(&w, doc, n.obj(), "function_call", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
 		switch {
-		case m.keyIs(doc, "id"):
-		case m.keyIs(doc, "input"):
-			input = m.value
+		case m.KeyIs(doc, "id"):
+		case m.KeyIs(doc, "input"):
+			input = m.Value
 		default:
 			return false
 		}
 		return true
 	})
 	wrapInput(&w, doc, input)
-	return w.close()
+	return w.Close()
 }
 
 // wrapInput writes "arguments" as {"input": <the raw input value>}, wrapped
 // exactly once; an absent input becomes the empty string.
-func wrapInput(w *objWriter, doc []byte, v span) {
-	w.key("arguments")
-	if v.start < 0 {
-		w.b = append(w.b, `"{\"input\":\"\"}"`...)
+func wrapInput(w *jsonspan.ObjWriter, doc []byte, v jsonspan.Span) {
+	w.Key("arguments")
+	if v.Start < 0 {
+		w.B = append(w.B, `"{\"input\":\"\"}"`...)
 		return
 	}
-	w.b = appendQuotedJSON(w.b, []byte(`{"input":`), doc[v.start:v.end], []byte("}"))
+	w.B = jsonspan.AppendQuoted(w.B, []byte(`{"input":`), doc[v.Start:v.End], []byte("}"))
 }
 
 // output converts a custom_tool_call_output whose call was converted, or
@@ -353,9 +354,9 @@ func (p *customPlan) output(n *ToolNode) {
 	if !owned {
 		return
 	}
-	w := newObj(nil)
-	retype(&w, p.w.Doc, span{n.Start, n.End}, "function_call_output", dropMember(p.w.Doc, "id"))
-	p.w.Replace(n, w.close())
+	w := jsonspan.NewObj(nil)
+	jsonspan.Retype(&w, p.w.Doc, n.obj(), "function_call_output", jsonspan.DropMember(p.w.Doc, "id"))
+	p.w.Replace(n, w.Close())
 }
 
 // choice rewrites a {"type":"custom",…} selector, alone or inside
@@ -367,17 +368,17 @@ func (p *customPlan) choice(n *ToolNode) {
 	if _, picked := p.picked[id]; !picked || !p.rec.fromDescriptor[id] {
 		return
 	}
-	w := newObj(nil)
-	retype(&w, doc, span{n.Start, n.End}, "function", func(w *objWriter, m member) bool {
-		if !m.keyIs(doc, "custom") {
+	w := jsonspan.NewObj(nil)
+	jsonspan.Retype(&w, doc, n.obj(), "function", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
+		if !m.KeyIs(doc, "custom") {
 			return false
 		}
-		w.key("function")
-		w.b = append(w.b, doc[m.value.start:m.value.end]...)
+		w.Key("function")
+		w.B = append(w.B, doc[m.Value.Start:m.Value.End]...)
 		return true
 	})
 	p.x.Decide(id.String(), "convert_tool_choice", "tool_choice names a converted custom tool")
-	p.w.Replace(n, w.close())
+	p.w.Replace(n, w.Close())
 }
 
 // --- generated schema -----------------------------------------------------
@@ -401,18 +402,18 @@ const patchUsage = "Call this function with the patch text in the `input` argume
 
 const patchUsageMarker = "Call this function with the patch text in the `input` argument."
 
-func appendPatchDescription(dst, doc []byte, v span) []byte {
-	desc, ok := stringValue(doc, v)
+func appendPatchDescription(dst, doc []byte, v jsonspan.Span) []byte {
+	desc, ok := jsonspan.StringValue(doc, v)
 	if !ok {
-		return appendJSONString(dst, patchUsage)
+		return jsonspan.AppendStringStr(dst, patchUsage)
 	}
 	if strings.Contains(desc, patchUsageMarker) {
-		return append(dst, doc[v.start:v.end]...)
+		return append(dst, doc[v.Start:v.End]...)
 	}
 	if strings.TrimSpace(desc) == "" {
-		return appendJSONString(dst, patchUsage)
+		return jsonspan.AppendStringStr(dst, patchUsage)
 	}
-	return appendJSONString(dst, desc+"\n\n"+patchUsage)
+	return jsonspan.AppendStringStr(dst, desc+"\n\n"+patchUsage)
 }
 
 var (
@@ -422,7 +423,7 @@ var (
 
 func schemaJSON(desc string) []byte {
 	b := []byte(`{"type":"object","properties":{"input":{"type":"string","description":`)
-	b = appendJSONString(b, desc)
+	b = jsonspan.AppendStringStr(b, desc)
 	return append(b, `}},"required":["input"],"additionalProperties":false}`...)
 }
 
@@ -499,20 +500,20 @@ func (c *customArgs) Finish(raw []byte) []byte { return finalInput(c.id, raw) }
 // level. Anything else, invalid JSON included, is the input as it stands.
 func unwrapArgs(args []byte) []byte {
 	t := bytes.TrimSpace(args)
-	if len(t) == 0 || !validDocument(t) {
+	if len(t) == 0 || !jsonspan.Valid(t) {
 		return args
 	}
 	switch t[0] {
 	case '"':
-		return unescapeJSON(nil, t[1:len(t)-1])
+		return jsonspan.Unescape(nil, t[1:len(t)-1])
 	case '{':
-		var f [4]span
-		objectFields(t, 0, []string{"input", "patch", "command", "content"}, f[:])
+		var f [4]jsonspan.Span
+		jsonspan.ObjectFields(t, 0, []string{"input", "patch", "command", "content"}, f[:])
 		for k, sp := range f {
-			if sp.start < 0 || t[sp.start] != '"' {
+			if sp.Start < 0 || t[sp.Start] != '"' {
 				continue
 			}
-			v := unescapeJSON(nil, t[sp.start+1:sp.end-1])
+			v := jsonspan.Unescape(nil, t[sp.Start+1:sp.End-1])
 			if k == 0 || bytes.Contains(v, []byte("Begin Patch")) {
 				return v
 			}

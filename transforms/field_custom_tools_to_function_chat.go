@@ -1,5 +1,7 @@
 package transforms
 
+import "github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
+
 // Chat Completions shapes of field_custom_tools_to_function's request side.
 // Chat nests the tool under a key named after its type
 // ({"type":"custom","custom":{…}}) and correlates calls by their id, which
@@ -10,45 +12,45 @@ package transforms
 // into {"type":"function","function":{name,description,parameters,strict}}.
 func (p *customPlan) chatDefinition(n *ToolNode) []byte {
 	doc := p.w.Doc
-	w := newObj(nil)
-	retype(&w, doc, span{n.Start, n.End}, "function", func(w *objWriter, m member) bool {
+	w := jsonspan.NewObj(nil)
+	jsonspan.Retype(&w, doc, n.obj(), "function", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
 		switch {
-		case m.keyIs(doc, "custom") && doc[m.value.start] == '{':
-			w.key("function")
-			w.b = p.functionBody(w.b, m.value, n.Name, false)
-		case m.keyIs(doc, "function"):
+		case m.KeyIs(doc, "custom") && doc[m.Value.Start] == '{':
+			w.Key("function")
+			w.B = p.functionBody(w.B, m.Value, n.Name, false)
+		case m.KeyIs(doc, "function"):
 			// a stray function object would clash with the one we write
 		default:
 			return false
 		}
 		return true
 	})
-	return w.close()
+	return w.Close()
 }
 
 // chatHistoryCall turns a custom entry of an assistant message's
 // tool_calls into a function call with its input wrapped once.
 func (p *customPlan) chatHistoryCall(n *ToolNode) []byte {
 	doc := p.w.Doc
-	w := newObj(make([]byte, 0, n.End-n.Start+64))
-	retype(&w, doc, span{n.Start, n.End}, "function", func(w *objWriter, m member) bool {
-		if !m.keyIs(doc, "custom") || doc[m.value.start] != '{' {
+	w := jsonspan.NewObj(make([]byte, 0, n.End-n.Start+64))
+	jsonspan.Retype(&w, doc, n.obj(), "function", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
+		if !m.KeyIs(doc, "custom") || doc[m.Value.Start] != '{' {
 			return false
 		}
-		w.key("function")
-		fw := newObj(w.b)
-		input := span{-1, -1}
-		eachMember(doc, m.value.start, func(c member) bool {
-			if c.keyIs(doc, "input") {
-				input = c.value
+		w.Key("function")
+		fw := jsonspan.NewObj(w.B)
+		input := jsonspan.NoSpan()
+		jsonspan.EachMember(doc, m.Value.Start, func(c jsonspan.Member) bool {
+			if c.KeyIs(doc, "input") {
+				input = c.Value
 			} else {
-				fw.raw(doc, c)
+				fw.Raw(doc, c)
 			}
 			return true
 		})
 		wrapInput(&fw, doc, input)
-		w.b = fw.close()
+		w.B = fw.Close()
 		return true
 	})
-	return w.close()
+	return w.Close()
 }

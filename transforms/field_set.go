@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -112,7 +113,7 @@ func (t *FieldSet) Provision(caddy.Context) error {
 		if t.path[i] == "" {
 			return fmt.Errorf("path %q: empty member name", t.Path)
 		}
-		t.keys[i] = appendJSONString(nil, t.path[i])
+		t.keys[i] = jsonspan.AppendStringStr(nil, t.path[i])
 		m := append(append(bytes.Clone(t.keys[i]), ':'), t.objects[i+1]...)
 		t.members[i] = m
 		t.objects[i] = append(append([]byte{'{'}, m...), '}')
@@ -121,18 +122,18 @@ func (t *FieldSet) Provision(caddy.Context) error {
 }
 
 func (t *FieldSet) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
-	i := skipSpace(body, 0)
+	i := jsonspan.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		// Valid JSON that is not an object has no fields to set; anything
 		// else is not JSON and goes upstream untouched.
-		if !validDocument(body) {
+		if !jsonspan.Valid(body) {
 			x.Invalid = true
 		}
 		return body, nil
 	}
-	var edits []edit
+	var edits []jsonspan.Edit
 	end := t.set(body, i, 0, &edits)
-	if end < 0 || skipSpace(body, end) != len(body) {
+	if end < 0 || jsonspan.SkipSpace(body, end) != len(body) {
 		x.Invalid = true
 		return body, nil
 	}
@@ -147,27 +148,27 @@ func (t *FieldSet) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 // doc[start], validating the object on the way, and returns the index just
 // past it (-1 when malformed). Every member named path[depth] is written,
 // so a body with a duplicated key cannot smuggle an old value past us.
-func (t *FieldSet) set(doc []byte, start, depth int, edits *[]edit) int {
+func (t *FieldSet) set(doc []byte, start, depth int, edits *[]jsonspan.Edit) int {
 	last := depth == len(t.path)-1
 	key := t.keys[depth]
 	found := false
 	tail := -1 // end of the last member's value: where a new member goes
-	end := walkMembers(doc, start, func(k span, v int) int {
+	end := jsonspan.WalkMembers(doc, start, func(k jsonspan.Span, v int) int {
 		var e int
-		if !bytes.Equal(doc[k.start:k.end], key) {
-			e = skipValue(doc, v)
+		if !bytes.Equal(doc[k.Start:k.End], key) {
+			e = jsonspan.SkipValue(doc, v)
 		} else {
 			found = true
 			switch {
 			case last:
-				if e = skipValue(doc, v); e >= 0 && !bytes.Equal(doc[v:e], t.value) {
-					*edits = append(*edits, edit{start: v, end: e, repl: t.value})
+				if e = jsonspan.SkipValue(doc, v); e >= 0 && !bytes.Equal(doc[v:e], t.value) {
+					*edits = append(*edits, jsonspan.Edit{Start: v, End: e, Repl: t.value})
 				}
 			case v < len(doc) && doc[v] == '{':
 				e = t.set(doc, v, depth+1, edits)
 			default:
-				if e = skipValue(doc, v); e >= 0 {
-					*edits = append(*edits, edit{start: v, end: e, repl: t.objects[depth+1]})
+				if e = jsonspan.SkipValue(doc, v); e >= 0 {
+					*edits = append(*edits, jsonspan.Edit{Start: v, End: e, Repl: t.objects[depth+1]})
 				}
 			}
 		}
@@ -179,13 +180,13 @@ func (t *FieldSet) set(doc []byte, start, depth int, edits *[]edit) int {
 	}
 	if tail < 0 {
 		// An empty object: the member goes right after the brace.
-		open := skipSpace(doc, start) + 1
-		*edits = append(*edits, edit{start: open, end: open, repl: t.members[depth]})
+		open := jsonspan.SkipSpace(doc, start) + 1
+		*edits = append(*edits, jsonspan.Edit{Start: open, End: open, Repl: t.members[depth]})
 		return end
 	}
 	repl := make([]byte, 0, len(t.members[depth])+1)
 	repl = append(append(repl, ','), t.members[depth]...)
-	*edits = append(*edits, edit{start: tail, end: tail, repl: repl})
+	*edits = append(*edits, jsonspan.Edit{Start: tail, End: tail, Repl: repl})
 	return end
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
 
 func fieldSetChain(t *testing.T, path, value string) *Chain {
@@ -82,7 +84,7 @@ func TestFieldSetLeavesBodiesAlone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !sameSlice(out, in) {
+			if !jsonspan.SameSlice(out, in) {
 				t.Fatalf("body changed: %s", out)
 			}
 			if x.Invalid != tc.invalid || len(x.Applied()) != 0 {

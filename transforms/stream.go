@@ -3,6 +3,7 @@ package transforms
 import (
 	"bytes"
 	"errors"
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"strconv"
 
 	"github.com/llmtransform/caddy-llm-transform/streambuf"
@@ -164,9 +165,9 @@ func (s *Stream) abortEvent(ab *StreamAbort) *Event {
 		return &Event{Data: e.JSON()}
 	}
 	d := []byte(`{"type":"error","sequence_number":0,"code":`)
-	d = appendJSONString(d, ab.Code)
+	d = jsonspan.AppendStringStr(d, ab.Code)
 	d = append(d, `,"message":`...)
-	d = appendJSONString(d, ab.Message)
+	d = jsonspan.AppendStringStr(d, ab.Message)
 	d = append(d, `,"param":null}`...)
 	return &Event{Name: []byte("error"), Data: d}
 }
@@ -178,8 +179,8 @@ var doneData = []byte("[DONE]")
 // events, touching the bytes only where the number is actually off.
 func (s *Stream) write(ev *Event) {
 	if ev.Data != nil && s.client == ProtocolResponses {
-		if sp := lookup(ev.Data, 0, "sequence_number"); sp.start >= 0 {
-			n, err := strconv.ParseInt(string(ev.Data[sp.start:sp.end]), 10, 64)
+		if sp := jsonspan.Lookup(ev.Data, 0, "sequence_number"); sp.Start >= 0 {
+			n, err := strconv.ParseInt(string(ev.Data[sp.Start:sp.End]), 10, 64)
 			if err == nil {
 				if !s.seqKnown {
 					s.seq, s.seqKnown = n, true
@@ -188,9 +189,9 @@ func (s *Stream) write(ev *Event) {
 					// Once a call's deltas are merged or dropped, every later
 					// event needs a new number; build it in a reused buffer
 					// rather than allocating per event.
-					s.scratch = append(s.scratch[:0], ev.Data[:sp.start]...)
+					s.scratch = append(s.scratch[:0], ev.Data[:sp.Start]...)
 					s.scratch = strconv.AppendInt(s.scratch, s.seq, 10)
-					s.scratch = append(s.scratch, ev.Data[sp.end:]...)
+					s.scratch = append(s.scratch, ev.Data[sp.End:]...)
 					renumbered := Event{Name: ev.Name, Data: s.scratch}
 					ev = &renumbered
 				}
@@ -210,8 +211,8 @@ func (s *Stream) write(ev *Event) {
 			ev.Name = nil
 		case ev.Name == nil && ev.Data != nil:
 			// Responses clients dispatch on the event name.
-			if t := lookup(ev.Data, 0, "type"); t.start >= 0 && ev.Data[t.start] == '"' {
-				ev.Name = ev.Data[t.start+1 : t.end-1]
+			if t := jsonspan.Lookup(ev.Data, 0, "type"); t.Start >= 0 && ev.Data[t.Start] == '"' {
+				ev.Name = ev.Data[t.Start+1 : t.End-1]
 			}
 		}
 	}
@@ -243,7 +244,7 @@ type trackedStream struct {
 
 func (t *trackedStream) forward(ev *Event) error {
 	t.emitted++
-	if !t.detected && (ev != t.cur || !sameSlice(ev.Data, t.curData) || !sameSlice(ev.Name, t.curName)) {
+	if !t.detected && (ev != t.cur || !jsonspan.SameSlice(ev.Data, t.curData) || !jsonspan.SameSlice(ev.Name, t.curName)) {
 		t.detected = true
 		t.x.markApplied(t.r, PhaseResponse)
 	}

@@ -1,6 +1,10 @@
 package transforms
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
+)
 
 // NodeKind says what a tool node of a request is.
 type NodeKind uint8
@@ -77,9 +81,9 @@ type ToolWalk struct {
 	Nodes []ToolNode
 
 	x     *Exchange
-	edits []edit
-	tools span // top-level "tools" and "tool_choice" values
-	echo  bool // an edit touched a definition or tool_choice
+	edits []jsonspan.Edit
+	tools jsonspan.Span // top-level "tools" and "tool_choice" values
+	echo  bool          // an edit touched a definition or tool_choice
 }
 
 // WalkTools validates body and collects its tool nodes in the same single
@@ -91,30 +95,30 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 	if p != ProtocolResponses && p != ProtocolChat {
 		return nil
 	}
-	w := &ToolWalk{Doc: body, Protocol: p, x: x, tools: span{-1, -1}}
-	choice := span{-1, -1}
-	end := walkMembers(body, 0, func(k span, v int) int {
+	w := &ToolWalk{Doc: body, Protocol: p, x: x, tools: jsonspan.NoSpan()}
+	choice := jsonspan.NoSpan()
+	end := jsonspan.WalkMembers(body, 0, func(k jsonspan.Span, v int) int {
 		switch {
-		case keyIs(body, k, "tools"):
+		case jsonspan.KeyIs(body, k, "tools"):
 			e := w.definitions(v, "", "tools", false)
-			w.tools = span{v, e}
+			w.tools = jsonspan.Span{Start: v, End: e}
 			return e
-		case keyIs(body, k, "input") && p == ProtocolResponses:
+		case jsonspan.KeyIs(body, k, "input") && p == ProtocolResponses:
 			return w.items(v)
-		case keyIs(body, k, "messages") && p == ProtocolChat:
+		case jsonspan.KeyIs(body, k, "messages") && p == ProtocolChat:
 			return w.messages(v)
-		case keyIs(body, k, "tool_choice"):
-			e := skipValue(body, v)
-			choice = span{v, e}
+		case jsonspan.KeyIs(body, k, "tool_choice"):
+			e := jsonspan.SkipValue(body, v)
+			choice = jsonspan.Span{Start: v, End: e}
 			return e
 		}
-		return skipValue(body, v)
+		return jsonspan.SkipValue(body, v)
 	})
-	if end < 0 || skipSpace(body, end) != len(body) {
+	if end < 0 || jsonspan.SkipSpace(body, end) != len(body) {
 		x.Invalid = true
 		return nil
 	}
-	if choice.start >= 0 {
+	if choice.Start >= 0 {
 		w.choices(choice)
 	}
 	x.snapshotEcho(body, w.tools, choice)
@@ -127,9 +131,9 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 func (w *ToolWalk) definitions(start int, enclosing, where string, nested bool) int {
 	doc := w.Doc
 	if start >= len(doc) || doc[start] != '[' {
-		return skipValue(doc, start) // not a list of tools: nothing of ours
+		return jsonspan.SkipValue(doc, start) // not a list of tools: nothing of ours
 	}
-	var f [4]span
+	var f [4]jsonspan.Span
 	const (
 		fType = iota
 		fName
@@ -137,26 +141,26 @@ func (w *ToolWalk) definitions(start int, enclosing, where string, nested bool) 
 		fTools
 	)
 	i := -1
-	return eachObject(doc, start, definitionFields, f[:], func(el span, f []span) bool {
+	return jsonspan.EachObject(doc, start, definitionFields, f[:], func(el jsonspan.Span, f []jsonspan.Span) bool {
 		i++
 		path := where + "[" + strconv.Itoa(i) + "]"
-		n := ToolNode{Kind: NodeDefinition, Start: el.start, End: el.end, InnerStart: -1, InnerEnd: -1, where: path, nested: nested}
-		n.Type, _ = stringValue(doc, f[fType])
-		n.Name, _ = stringValue(doc, f[fName])
-		n.Namespace, _ = stringValue(doc, f[fNamespace])
+		n := ToolNode{Kind: NodeDefinition, Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, where: path, nested: nested}
+		n.Type, _ = jsonspan.StringValue(doc, f[fType])
+		n.Name, _ = jsonspan.StringValue(doc, f[fName])
+		n.Namespace, _ = jsonspan.StringValue(doc, f[fNamespace])
 		if w.Protocol == ProtocolChat && (n.Type == "function" || n.Type == "custom") {
 			// Chat nests the tool under a key named after its type.
-			if inner := lookup(doc, el.start, n.Type); inner.start >= 0 && doc[inner.start] == '{' {
-				n.InnerStart, n.InnerEnd = inner.start, inner.end
-				n.Name, _ = stringValue(doc, lookup(doc, inner.start, "name"))
+			if inner := jsonspan.Lookup(doc, el.Start, n.Type); inner.Start >= 0 && doc[inner.Start] == '{' {
+				n.InnerStart, n.InnerEnd = inner.Start, inner.End
+				n.Name, _ = jsonspan.StringValue(doc, jsonspan.Lookup(doc, inner.Start, "name"))
 			}
 		}
 		if n.Namespace == "" {
 			n.Namespace = enclosing
 		}
 		w.Nodes = append(w.Nodes, n)
-		if n.Type == "namespace" && f[fTools].start >= 0 {
-			return w.definitions(f[fTools].start, n.Name, path+".tools", true) >= 0
+		if n.Type == "namespace" && f[fTools].Start >= 0 {
+			return w.definitions(f[fTools].Start, n.Name, path+".tools", true) >= 0
 		}
 		return true
 	})
@@ -172,24 +176,24 @@ var itemFields = []string{"type", "name", "namespace", "call_id", "tools"}
 func (w *ToolWalk) items(start int) int {
 	doc := w.Doc
 	if start >= len(doc) || doc[start] != '[' {
-		return skipValue(doc, start) // a plain string prompt
+		return jsonspan.SkipValue(doc, start) // a plain string prompt
 	}
-	var f [5]span
+	var f [5]jsonspan.Span
 	i := -1
-	return eachObject(doc, start, itemFields, f[:], func(el span, f []span) bool {
+	return jsonspan.EachObject(doc, start, itemFields, f[:], func(el jsonspan.Span, f []jsonspan.Span) bool {
 		i++
 		typ := f[0]
-		if typ.start < 0 || doc[typ.start] != '"' {
+		if typ.Start < 0 || doc[typ.Start] != '"' {
 			return true
 		}
-		t := doc[typ.start+1 : typ.end-1]
+		t := doc[typ.Start+1 : typ.End-1]
 		var kind NodeKind
 		switch {
 		case string(t) == "message" || string(t) == "reasoning":
 			return true
 		case string(t) == "additional_tools":
-			if f[4].start >= 0 {
-				return w.definitions(f[4].start, "", "input["+strconv.Itoa(i)+"].tools", true) >= 0
+			if f[4].Start >= 0 {
+				return w.definitions(f[4].Start, "", "input["+strconv.Itoa(i)+"].tools", true) >= 0
 			}
 			return true
 		case hasSuffix(t, "_output"):
@@ -199,11 +203,11 @@ func (w *ToolWalk) items(start int) int {
 		default:
 			return true
 		}
-		n := ToolNode{Kind: kind, Start: el.start, End: el.end, InnerStart: -1, InnerEnd: -1, item: i, entry: -1}
-		n.Type, _ = stringValue(doc, typ)
-		n.Name, _ = stringValue(doc, f[1])
-		n.Namespace, _ = stringValue(doc, f[2])
-		n.CallID, _ = stringValue(doc, f[3])
+		n := ToolNode{Kind: kind, Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, item: i, entry: -1}
+		n.Type, _ = jsonspan.StringValue(doc, typ)
+		n.Name, _ = jsonspan.StringValue(doc, f[1])
+		n.Namespace, _ = jsonspan.StringValue(doc, f[2])
+		n.CallID, _ = jsonspan.StringValue(doc, f[3])
 		w.Nodes = append(w.Nodes, n)
 		return true
 	})
@@ -223,38 +227,38 @@ var (
 func (w *ToolWalk) messages(start int) int {
 	doc := w.Doc
 	if start >= len(doc) || doc[start] != '[' {
-		return skipValue(doc, start)
+		return jsonspan.SkipValue(doc, start)
 	}
-	var f [3]span
+	var f [3]jsonspan.Span
 	i := -1
-	return eachObject(doc, start, messageFields, f[:], func(el span, f []span) bool {
+	return jsonspan.EachObject(doc, start, messageFields, f[:], func(el jsonspan.Span, f []jsonspan.Span) bool {
 		i++
-		if isString(doc, f[0], "tool") {
-			n := ToolNode{Kind: NodeOutput, Type: "tool", Start: el.start, End: el.end, InnerStart: -1, InnerEnd: -1, item: i, entry: -1}
-			n.CallID, _ = stringValue(doc, f[2])
+		if jsonspan.IsString(doc, f[0], "tool") {
+			n := ToolNode{Kind: NodeOutput, Type: "tool", Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, item: i, entry: -1}
+			n.CallID, _ = jsonspan.StringValue(doc, f[2])
 			w.Nodes = append(w.Nodes, n)
 			return true
 		}
-		if f[1].start < 0 || doc[f[1].start] != '[' {
+		if f[1].Start < 0 || doc[f[1].Start] != '[' {
 			return true
 		}
-		var g [4]span
+		var g [4]jsonspan.Span
 		j := -1
-		return eachObject(doc, f[1].start, toolCallFields, g[:], func(el span, g []span) bool {
+		return jsonspan.EachObject(doc, f[1].Start, toolCallFields, g[:], func(el jsonspan.Span, g []jsonspan.Span) bool {
 			j++
-			n := ToolNode{Kind: NodeCall, Start: el.start, End: el.end, InnerStart: -1, InnerEnd: -1, item: i, entry: j}
-			n.Type, _ = stringValue(doc, g[0])
-			n.CallID, _ = stringValue(doc, g[1])
-			inner := span{-1, -1}
+			n := ToolNode{Kind: NodeCall, Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, item: i, entry: j}
+			n.Type, _ = jsonspan.StringValue(doc, g[0])
+			n.CallID, _ = jsonspan.StringValue(doc, g[1])
+			inner := jsonspan.NoSpan()
 			switch n.Type {
 			case "custom":
 				inner = g[2]
 			case "function":
 				inner = g[3]
 			}
-			if inner.start >= 0 && doc[inner.start] == '{' {
-				n.InnerStart, n.InnerEnd = inner.start, inner.end
-				n.Name, _ = stringValue(doc, lookup(doc, inner.start, "name"))
+			if inner.Start >= 0 && doc[inner.Start] == '{' {
+				n.InnerStart, n.InnerEnd = inner.Start, inner.End
+				n.Name, _ = jsonspan.StringValue(doc, jsonspan.Lookup(doc, inner.Start, "name"))
 			}
 			w.Nodes = append(w.Nodes, n)
 			return true
@@ -264,10 +268,10 @@ func (w *ToolWalk) messages(start int) int {
 
 // choices collects tool_choice and, for allowed_tools, its entries. A
 // string choice ("auto", "required", "none") is a node with an empty Type.
-func (w *ToolWalk) choices(sp span) {
+func (w *ToolWalk) choices(sp jsonspan.Span) {
 	doc := w.Doc
-	n := ToolNode{Kind: NodeChoice, Start: sp.start, End: sp.end, InnerStart: -1, InnerEnd: -1, where: "tool_choice"}
-	if doc[sp.start] != '{' {
+	n := ToolNode{Kind: NodeChoice, Start: sp.Start, End: sp.End, InnerStart: -1, InnerEnd: -1, where: "tool_choice"}
+	if doc[sp.Start] != '{' {
 		w.Nodes = append(w.Nodes, n)
 		return
 	}
@@ -276,23 +280,23 @@ func (w *ToolWalk) choices(sp span) {
 	if n.Type != "allowed_tools" {
 		return
 	}
-	tools := lookup(doc, sp.start, "tools")
+	tools := jsonspan.Lookup(doc, sp.Start, "tools")
 	where := "tool_choice.tools"
-	if inner := lookup(doc, sp.start, "allowed_tools"); inner.start >= 0 && doc[inner.start] == '{' {
+	if inner := jsonspan.Lookup(doc, sp.Start, "allowed_tools"); inner.Start >= 0 && doc[inner.Start] == '{' {
 		// Chat nests the list: {"type":"allowed_tools","allowed_tools":{"mode","tools"}}.
-		tools = lookup(doc, inner.start, "tools")
+		tools = jsonspan.Lookup(doc, inner.Start, "tools")
 		where = "tool_choice.allowed_tools.tools"
 	}
-	if tools.start < 0 || doc[tools.start] != '[' {
+	if tools.Start < 0 || doc[tools.Start] != '[' {
 		return
 	}
 	i := -1
-	eachElement(doc, tools.start, func(el span) bool {
+	jsonspan.EachElement(doc, tools.Start, func(el jsonspan.Span) bool {
 		i++
-		if doc[el.start] != '{' {
+		if doc[el.Start] != '{' {
 			return true
 		}
-		e := ToolNode{Kind: NodeChoice, Start: el.start, End: el.end, InnerStart: -1, InnerEnd: -1, Allowed: true,
+		e := ToolNode{Kind: NodeChoice, Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, Allowed: true,
 			where: where + "[" + strconv.Itoa(i) + "]"}
 		w.choiceNames(&e)
 		w.Nodes = append(w.Nodes, e)
@@ -304,23 +308,23 @@ func (w *ToolWalk) choices(sp span) {
 // under a key named after the type.
 func (w *ToolWalk) choiceNames(n *ToolNode) {
 	doc := w.Doc
-	var f [3]span
-	objectFields(doc, n.Start, []string{"type", "name", "namespace"}, f[:])
-	n.Type, _ = stringValue(doc, f[0])
-	n.Name, _ = stringValue(doc, f[1])
-	n.Namespace, _ = stringValue(doc, f[2])
+	var f [3]jsonspan.Span
+	jsonspan.ObjectFields(doc, n.Start, []string{"type", "name", "namespace"}, f[:])
+	n.Type, _ = jsonspan.StringValue(doc, f[0])
+	n.Name, _ = jsonspan.StringValue(doc, f[1])
+	n.Namespace, _ = jsonspan.StringValue(doc, f[2])
 	if n.Type == "" || n.Type == "allowed_tools" {
 		return
 	}
-	if inner := lookup(doc, n.Start, n.Type); inner.start >= 0 && doc[inner.start] == '{' {
-		n.InnerStart, n.InnerEnd = inner.start, inner.end
-		var g [2]span
-		objectFields(doc, inner.start, []string{"name", "namespace"}, g[:])
+	if inner := jsonspan.Lookup(doc, n.Start, n.Type); inner.Start >= 0 && doc[inner.Start] == '{' {
+		n.InnerStart, n.InnerEnd = inner.Start, inner.End
+		var g [2]jsonspan.Span
+		jsonspan.ObjectFields(doc, inner.Start, []string{"name", "namespace"}, g[:])
 		if n.Name == "" {
-			n.Name, _ = stringValue(doc, g[0])
+			n.Name, _ = jsonspan.StringValue(doc, g[0])
 		}
 		if n.Namespace == "" {
-			n.Namespace, _ = stringValue(doc, g[1])
+			n.Namespace, _ = jsonspan.StringValue(doc, g[1])
 		}
 	}
 }
@@ -329,7 +333,7 @@ func (w *ToolWalk) choiceNames(n *ToolNode) {
 // Replacements must not overlap: a rule that rewrites a namespace does not
 // also rewrite the definitions inside it.
 func (w *ToolWalk) Replace(n *ToolNode, repl []byte) {
-	w.edits = append(w.edits, edit{n.Start, n.End, repl})
+	w.edits = append(w.edits, jsonspan.Edit{Start: n.Start, End: n.End, Repl: repl})
 	if n.Kind == NodeDefinition || n.Kind == NodeChoice {
 		w.echo = true
 	}
@@ -343,11 +347,11 @@ func (w *ToolWalk) Rename(n *ToolNode, name string) bool {
 	if n.InnerStart >= 0 {
 		obj = n.InnerStart
 	}
-	v := lookup(w.Doc, obj, "name")
-	if v.start < 0 || w.Doc[v.start] != '"' {
+	v := jsonspan.Lookup(w.Doc, obj, "name")
+	if v.Start < 0 || w.Doc[v.Start] != '"' {
 		return false
 	}
-	w.Edit(v.start, v.end, appendJSONString(nil, name), n.Kind == NodeDefinition || n.Kind == NodeChoice)
+	w.Edit(v.Start, v.End, jsonspan.AppendStringStr(nil, name), n.Kind == NodeDefinition || n.Kind == NodeChoice)
 	return true
 }
 
@@ -355,7 +359,7 @@ func (w *ToolWalk) Rename(n *ToolNode, name string) bool {
 // whether it changes the tools or tool_choice the client declared, which
 // the engine then restores where responses echo them.
 func (w *ToolWalk) Edit(start, end int, repl []byte, changesTools bool) {
-	w.edits = append(w.edits, edit{start, end, repl})
+	w.edits = append(w.edits, jsonspan.Edit{Start: start, End: end, Repl: repl})
 	w.echo = w.echo || changesTools
 }
 
@@ -373,3 +377,5 @@ func (w *ToolWalk) Rewrite() []byte {
 	}
 	return w.x.applyEdits(w.Doc, w.edits)
 }
+
+func (n *ToolNode) obj() jsonspan.Span { return jsonspan.Span{Start: n.Start, End: n.End} }

@@ -1,0 +1,127 @@
+package jsonspan
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Edit replaces doc[Start:End] with Repl; Start == End inserts.
+type Edit struct {
+	Start, End int
+	Repl       []byte
+}
+
+// EditedSize returns the length of doc once edits are applied, so the
+// caller can size the output buffer once.
+func EditedSize(doc []byte, edits []Edit) int {
+	n := len(doc)
+	for _, e := range edits {
+		n += len(e.Repl) - (e.End - e.Start)
+	}
+	return n
+}
+
+// Apply returns doc with the edits applied, in a new slice, or doc itself
+// when there are none.
+func Apply(doc []byte, edits []Edit) []byte {
+	if len(edits) == 0 {
+		return doc
+	}
+	return AppendEdits(make([]byte, 0, EditedSize(doc, edits)), doc, edits)
+}
+
+// AppendEdits appends doc with the edits applied to out, copying every
+// byte outside the edits verbatim. It sorts edits by Start in place; their
+// order in the slice does not matter, but they must not overlap: two
+// rules rewriting the same bytes is a programming error, and AppendEdits
+// panics naming both edits rather than guess which one wins.
+func AppendEdits(out, doc []byte, edits []Edit) []byte {
+	sort.Slice(edits, func(i, j int) bool { return edits[i].Start < edits[j].Start })
+	pos := 0
+	for k, e := range edits {
+		if e.Start < pos {
+			p := edits[k-1]
+			panic(fmt.Sprintf("jsonspan: overlapping edits [%d,%d) and [%d,%d)", p.Start, p.End, e.Start, e.End))
+		}
+		out = append(out, doc[pos:e.Start]...)
+		out = append(out, e.Repl...)
+		pos = e.End
+	}
+	return append(out, doc[pos:]...)
+}
+
+// ObjWriter builds a rewritten JSON object member by member. B is the
+// output so far; callers append member values to it directly.
+type ObjWriter struct {
+	B     []byte
+	first bool
+}
+
+// NewObj starts an object at the end of dst.
+func NewObj(dst []byte) ObjWriter { return ObjWriter{B: append(dst, '{'), first: true} }
+
+// Sep writes the comma that separates a member from the one before it.
+func (w *ObjWriter) Sep() {
+	if !w.first {
+		w.B = append(w.B, ',')
+	}
+	w.first = false
+}
+
+// Raw copies a member unchanged.
+func (w *ObjWriter) Raw(doc []byte, m Member) {
+	w.Sep()
+	w.B = append(w.B, doc[m.Key.Start:m.Key.End]...)
+	w.B = append(w.B, ':')
+	w.B = append(w.B, doc[m.Value.Start:m.Value.End]...)
+}
+
+// Key starts a member whose value the caller appends. k is written as it
+// is: keys are the rules' own constants and need no escaping.
+func (w *ObjWriter) Key(k string) {
+	w.Sep()
+	w.B = append(w.B, '"')
+	w.B = append(w.B, k...)
+	w.B = append(w.B, '"', ':')
+}
+
+// Close ends the object and returns the output.
+func (w *ObjWriter) Close() []byte { return append(w.B, '}') }
+
+// Retype writes the object at obj with its "type" member set to typ. fn
+// sees every other member first and reports whether it wrote, or
+// deliberately dropped, that member; the members it declines are copied
+// unchanged. This is the shape of every item and selector conversion.
+func Retype(w *ObjWriter, doc []byte, obj Span, typ string, fn func(w *ObjWriter, m Member) bool) {
+	EachMember(doc, obj.Start, func(m Member) bool {
+		switch {
+		case m.KeyIs(doc, "type"):
+			w.Key("type")
+			w.B = append(w.B, '"')
+			w.B = append(w.B, typ...)
+			w.B = append(w.B, '"')
+		case fn == nil || !fn(w, m):
+			w.Raw(doc, m)
+		}
+		return true
+	})
+}
+
+// DropMember is a Retype callback that removes the members named.
+func DropMember(doc []byte, names ...string) func(*ObjWriter, Member) bool {
+	return func(_ *ObjWriter, m Member) bool {
+		for _, n := range names {
+			if m.KeyIs(doc, n) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// SameSlice reports whether a and b are the same bytes in memory, not just
+// equal ones: how callers learn that a rewrite handed back its input, i.e.
+// changed nothing, without comparing megabytes.
+func SameSlice(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}

@@ -1,0 +1,162 @@
+package jsonspan
+
+import (
+	"encoding/binary"
+	"unicode/utf8"
+)
+
+// plain reports the bytes that stand for themselves inside a JSON string
+// both ways: printable ASCII (DEL included) except '"' and '\\'.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// PlainRun returns the length of the run of plain bytes at the start of s:
+// printable ASCII other than '"' and '\\', which both the encoder and the
+// streaming decoder copy as they are. It checks eight bytes at a time:
+// plain text is most of what passes through, and encoding/json's
+// byte-at-a-time loop is the cost to beat.
+func PlainRun(s []byte) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := binary.LittleEndian.Uint64(s[i:])
+		q := w ^ (lsb * '"')
+		bs := w ^ (lsb * '\\')
+		// A high bit survives for a byte that is >= 0x80, < 0x20, '"' or
+		// '\\' (borrows may flag later bytes too; the byte loop sorts
+		// that out).
+		if (w|(w-lsb*0x20)|((q-lsb)&^q)|((bs-lsb)&^bs))&msb != 0 {
+			break
+		}
+	}
+	for i < len(s) && plain[s[i]] {
+		i++
+	}
+	return i
+}
+
+const hexDigits = "0123456789abcdef"
+
+// AppendString appends s as a JSON string literal (with quotes), escaping
+// like encoding/json but without HTML escaping (<, > and & stay literal):
+// '"', '\\' and control characters are escaped (\b, \f, \n, \r and \t in
+// short form, others as \u00XX), U+2028 and U+2029 become \u2028 and
+// \u2029, and each byte of invalid UTF-8 becomes \ufffd.
+func AppendString(dst []byte, s []byte) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		i += PlainRun(s[i:])
+		if i == len(s) {
+			break
+		}
+		c := s[i]
+		if c < utf8.RuneSelf {
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			// Valid JSON, but not valid JavaScript; encoding/json escapes
+			// them unconditionally and so do we.
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// AppendStringStr is AppendString for the names, ids and short texts the
+// rules hold as strings.
+func AppendStringStr(dst []byte, s string) []byte {
+	return AppendString(dst, []byte(s))
+}
+
+// AppendQuoted appends raw JSON text as the content of a JSON string
+// literal; this is how arguments get wrapped exactly once. Valid JSON text
+// holds quotes and backslashes, and raw control characters only as white
+// space between tokens: those are escaped, everything else is copied.
+func AppendQuoted(dst []byte, parts ...[]byte) []byte {
+	dst = append(dst, '"')
+	for _, p := range parts {
+		for len(p) > 0 {
+			i := quoteFree(p)
+			dst = append(dst, p[:i]...)
+			if i == len(p) {
+				break
+			}
+			switch c := p[i]; c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			p = p[i+1:]
+		}
+	}
+	return append(dst, '"')
+}
+
+// quoteFree returns the length of the run at the start of s that needs no
+// escaping inside a string literal: no '"', '\\' or control character.
+// Unlike PlainRun it passes non-ASCII bytes, which raw JSON text keeps as
+// they are. Arguments can be large, so it tests eight bytes at a time too.
+func quoteFree(s []byte) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := binary.LittleEndian.Uint64(s[i:])
+		q := w ^ (lsb * '"')
+		bs := w ^ (lsb * '\\')
+		// Masking with ^q, ^bs and ^w keeps bytes >= 0x80 from being
+		// flagged; a control byte is one below 0x20.
+		if ((q-lsb)&^q|(bs-lsb)&^bs|(w-lsb*0x20)&^w)&msb != 0 {
+			break
+		}
+	}
+	for i < len(s) && s[i] != '"' && s[i] != '\\' && s[i] >= 0x20 {
+		i++
+	}
+	return i
+}

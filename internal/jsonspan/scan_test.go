@@ -1,0 +1,71 @@
+package jsonspan
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestValidDocument(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{`{}`, true}, {` [1, -0.5e+3, "a\u00e9\n", true, false, null, {"k": []}] `, true},
+		{`{"a":1,}`, false}, {`[1 2]`, false}, {`{"a" 1}`, false}, {`"\x"`, false}, {"\"\x01\"", false},
+		{`01`, false}, {`1.`, false}, {`-`, false}, {`1e`, false}, {`tru`, false}, {`nul`, false},
+		{`{} {}`, false}, {`"\ud83e\udd80"`, true}, {`"\u12G4"`, false}, {``, false}, {`"abc`, false},
+		{"\"tab\tin string\"", false}, {`{"a":"b"}x`, false}, {`[` + string(bytes.Repeat([]byte("["), 1001)) + `]`, false},
+	} {
+		if got := Valid([]byte(tc.in)); got != tc.want {
+			t.Errorf("Valid(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func validSeeds() []string {
+	return []string{`{"a":[1,2,{"b":"c\"d"}]}`, `[1e5,-0.0,"\u00e9"]`, `{"a":}`, `"\ud800"`, `[[[[]]]]`}
+}
+
+// FuzzValid holds the scanner to encoding/json's verdict on every input
+// shallower than the scanner's depth limit.
+func FuzzValid(f *testing.F) {
+	for _, s := range validSeeds() {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if bytes.Count([]byte(s), []byte("["))+bytes.Count([]byte(s), []byte("{")) >= maxDepth {
+			return
+		}
+		if got, want := Valid([]byte(s)), json.Valid([]byte(s)); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json says %v", s, got, want)
+		}
+	})
+}
+
+var updateSeeds = flag.Bool("update-seeds", false, "write the fuzz seed corpora to testdata/fuzz")
+
+// TestSeedCorpus keeps testdata/fuzz/FuzzValid in step with validSeeds; run
+// with -update-seeds after changing them.
+func TestSeedCorpus(t *testing.T) {
+	for i, v := range validSeeds() {
+		name := fmt.Sprintf("testdata/fuzz/FuzzValid/seed-%02d", i)
+		want := fmt.Sprintf("go test fuzz v1\nstring(%q)\n", v)
+		if *updateSeeds {
+			if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(name, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if got, err := os.ReadFile(name); err != nil || string(got) != want {
+			t.Errorf("%s is stale; run go test -run TestSeedCorpus -update-seeds", name)
+		}
+	}
+}
