@@ -21,7 +21,6 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
-	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 )
 
@@ -263,7 +262,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
-	if !jsonspan.SameSlice(out, body) {
+	if len(x.Applied()) > 0 { // a rule changed the body
 		setLeasedBody(r, out, lease)
 	}
 	if p := x.UpstreamPath(); p != r.URL.Path {
