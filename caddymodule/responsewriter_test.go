@@ -151,3 +151,42 @@ func TestNonJSONRequestPassesThrough(t *testing.T) {
 		return nil
 	})
 }
+
+// pathBridge only moves the request to the Chat endpoint, as a bridge does.
+type pathBridge struct{}
+
+func init() { caddy.RegisterModule(pathBridge{}) }
+
+func (pathBridge) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: transforms.ModuleID("test_path_bridge"), New: func() caddy.Module { return new(pathBridge) }}
+}
+
+func (pathBridge) BridgedProtocol(transforms.Protocol) transforms.Protocol {
+	return transforms.ProtocolChat
+}
+
+func (pathBridge) RewriteRequest(x *transforms.Exchange, body []byte) ([]byte, error) {
+	x.ReplacePathSuffix("/responses", "/chat/completions")
+	return body, nil
+}
+
+func (pathBridge) WantsResponse(*transforms.Exchange) bool { return false }
+func (pathBridge) RewriteResponse(_ *transforms.Exchange, b []byte) ([]byte, error) {
+	return b, nil
+}
+func (pathBridge) NewStream(*transforms.Exchange) transforms.StreamTransform { return nil }
+
+func TestBridgedRequestGoesToTheBridgedPath(t *testing.T) {
+	h := provisioned(t, &Handler{Rules: []transforms.RuleConfig{{Transform: "test_path_bridge"}}})
+	called := false
+	serve(t, h, customRequest, func(w http.ResponseWriter, r *http.Request) error {
+		called = true
+		if r.URL.Path != "/v1/chat/completions" {
+			t.Errorf("upstream path %q", r.URL.Path)
+		}
+		return nil
+	})
+	if !called {
+		t.Fatal("next was not called")
+	}
+}
