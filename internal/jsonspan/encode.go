@@ -60,23 +60,7 @@ func AppendString(dst []byte, s []byte) []byte {
 		}
 		c := s[i]
 		if c < utf8.RuneSelf {
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
+			dst = appendEscaped(append(dst, s[start:i]...), c)
 			i++
 			start = i
 			continue
@@ -102,6 +86,26 @@ func AppendString(dst []byte, s []byte) []byte {
 	return append(dst, '"')
 }
 
+// appendEscaped appends the escape of an ASCII byte that cannot stand for
+// itself in a string literal: a quote, a backslash or a control character.
+func appendEscaped(dst []byte, c byte) []byte {
+	switch c {
+	case '"', '\\':
+		return append(dst, '\\', c)
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+}
+
 // AppendStringStr is AppendString for the names, ids and short texts the
 // rules hold as strings.
 func AppendStringStr(dst []byte, s string) []byte {
@@ -121,18 +125,7 @@ func AppendQuoted(dst []byte, parts ...[]byte) []byte {
 			if i == len(p) {
 				break
 			}
-			switch c := p[i]; c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
+			dst = appendEscaped(dst, p[i])
 			p = p[i+1:]
 		}
 	}

@@ -1,0 +1,80 @@
+// Package transforms is the rule engine of caddy-llm-transform: the rules,
+// the per-request exchange that runs them, and the tool layer that rules
+// rewriting tools build on. caddymodule supplies the HTTP plumbing.
+//
+// # One request through the pipeline
+//
+// Loading a config, Compile turns each rule object
+// {"transform","enabled","phase","models","config"} into a Rule: it loads
+// the Caddy module llm_transform.transforms.<transform> with the rule's
+// config (strict JSON, Provision, Validate), checks the phase and scope the
+// module allows, and keeps the result, immutable, for every request of the
+// config. A Chain is the provider rules, then the global ones, then those of
+// the caller's API key.
+//
+// For one request the handler:
+//
+//  1. reads the body and makes an Exchange in the client's protocol;
+//  2. Chain.Begin binds the rules whose model globs match and works out
+//     the protocol on each side of every rule: a ProtocolBridge changes it
+//     for every rule after it, and the last rule's far side is the
+//     upstream's;
+//  3. Exchange.RewriteRequest runs the request phases in chain order, each
+//     on the body the one before produced, telling each rule its protocol
+//     (Exchange.Protocol). A bridge may also move the upstream path. An
+//     *Error from any rule rejects the request before a byte goes out;
+//  4. the response comes back through the same rules in reverse, an onion:
+//     each rule undoes its own work after every rule nearer the upstream
+//     has undone theirs. A JSON body goes through Exchange.RewriteResponse;
+//     an SSE body through a Stream, which parses the upstream's framing,
+//     hands every event to the stages from the upstream side back, and
+//     writes what comes out in the client's framing (named events and a
+//     gap-free sequence_number for Responses, data lines and [DONE] for
+//     Chat). Events no stage touches keep their bytes; an abort becomes an
+//     error event in the client's shape;
+//  5. last, if a rule changed the tools or tool_choice the client sent, the
+//     engine puts the client's own values back where Responses objects
+//     echo them.
+//
+// Everything a request learns lives in its Exchange and dies with it;
+// nothing is kept between requests.
+//
+// # The tool layer
+//
+// Rules that touch tools share three parts instead of each walking bodies
+// and streams on its own:
+//
+//   - WalkTools validates a request body and lists its tool nodes in one
+//     pass: definitions (top level, in namespaces at any depth, in
+//     additional_tools items, Chat's nested shapes), history calls and
+//     outputs, tool_choice and its allowed_tools entries, each with type,
+//     namespace, name, call id and span. A rule looks at all of them, plans
+//     its edits (Replace, Rename, Edit) and Rewrite builds the body in one
+//     copy.
+//   - The Exchange's ToolMap links, per rule, the identity a rule was
+//     handed to the one it passed on, so a rule restores only its own work
+//     and any rule can follow the links back to what the client declared.
+//   - The call tracker (NewCallStream, RestoreCalls) finds the upstream's
+//     calls in JSON bodies and in both stream flavours and asks the rule's
+//     CallPolicy which are its own. A call's life is opened (OpenCall),
+//     argument deltas (CallHandler.Delta), then finished (Finish) or
+//     abandoned. The tracker writes the client's shape, leaves
+//     sequence_number to the engine and never completes a call from
+//     partial arguments.
+//
+// field_custom_tools_to_function is such a policy; a transform from another
+// module uses the same exported API (see the integration tests' test_rename).
+//
+// # Rounds
+//
+// A gateway-managed tool loop will call the upstream more than once for one
+// client request and hide the rounds in between. Nothing here assumes one
+// upstream response per request: request-phase state (records, the tool
+// map) belongs to the Exchange and stays valid across rounds;
+// RewriteResponse and NewStream may be called once per upstream response,
+// each stream with its own tracker state, while counters and decisions add
+// up on the Exchange. A loop transform would run its rounds inside its own
+// response phase: hold the upstream's answer, run its tools, send the next
+// request through the rules after it (a new request phase over the rules
+// nearer the upstream), and pass only the final answer toward the client.
+package transforms
