@@ -2,8 +2,8 @@ package transforms
 
 import (
 	"fmt"
-	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/llmtransform/caddy-llm-transform/streambuf"
 )
 

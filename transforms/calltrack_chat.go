@@ -3,9 +3,10 @@ package transforms
 import (
 	"bytes"
 	"cmp"
-	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"slices"
 	"strconv"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
 
 // Chat Completions shapes of the call tracker. Calls are keyed by choice

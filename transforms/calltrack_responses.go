@@ -2,8 +2,9 @@ package transforms
 
 import (
 	"bytes"
-	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"strconv"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
 
 // Responses shapes of the call tracker. Events name a call by output_index,

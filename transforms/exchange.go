@@ -1,11 +1,12 @@
 package transforms
 
 import (
-	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"strings"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
 
 // Limits bound what the engine buffers for one request.

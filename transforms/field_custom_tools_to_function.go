@@ -3,13 +3,13 @@ package transforms
 import (
 	"bytes"
 	"fmt"
-	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"net/http"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/llmtransform/caddy-llm-transform/patchfmt"
 	"github.com/llmtransform/caddy-llm-transform/streambuf"
 )

@@ -4,19 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-)
 
-// field_set writes one field of the request body: a model's default
-// reasoning effort, a metadata tag for a team's key, a service tier. The
-// path names object members from the top level down ("reasoning.effort");
-// missing objects on the way are created, and a value on the way that is
-// not an object is replaced by one. Everything else in the body keeps its
-// bytes, and a body that already holds the value is forwarded as it came.
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
+)
 
 func init() {
 	caddy.RegisterModule(FieldSet{})
@@ -24,7 +18,10 @@ func init() {
 
 // FieldSet writes one member of the request body: a model's default
 // reasoning effort, a metadata tag for a team's key, a service tier.
-// Operators use it per upstream, for everyone and per key alike.
+// Operators use it per upstream, for everyone and per key alike. Missing
+// objects on the path are created, and a value on the way that is not an
+// object is replaced by one. Everything else in the body keeps its bytes,
+// and a body that already holds the value is forwarded as it came.
 type FieldSet struct {
 	// The dot-separated path of the member to write, from the top level
 	// down, such as "reasoning.effort". Required.

@@ -3,9 +3,9 @@ package transforms
 import (
 	"bytes"
 	"errors"
-	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"strconv"
 
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/llmtransform/caddy-llm-transform/streambuf"
 )
 
