@@ -77,30 +77,24 @@ func (x *Exchange) restoreEcho(body []byte) []byte {
 	return x.applyEdits(body, x.echoEdits(body, jsonspan.SkipSpace(body, 0)))
 }
 
-// echoStage is the last stage of a Responses stream: it restores the
-// response object of the lifecycle events.
-type echoStage struct{ x *Exchange }
-
-func (s echoStage) Event(ev *Event, emit Emit) error {
-	d := ev.Data
-	if len(d) == 0 || d[0] != '{' || !bytes.Contains(d, []byte(`"response"`)) {
-		return emit(ev)
-	}
-	switch t := jsonspan.Lookup(d, 0, "type"); {
-	case jsonspan.IsString(d, t, "response.created"), jsonspan.IsString(d, t, "response.in_progress"), jsonspan.IsString(d, t, "response.queued"),
-		jsonspan.IsString(d, t, "response.completed"), jsonspan.IsString(d, t, "response.failed"), jsonspan.IsString(d, t, "response.incomplete"):
-	default:
-		return emit(ev)
-	}
-	resp := jsonspan.Lookup(d, 0, "response")
-	if resp.Start < 0 || d[resp.Start] != '{' {
-		return emit(ev)
-	}
-	edits := s.x.echoEdits(d, resp.Start)
-	if len(edits) == 0 {
-		return emit(ev)
-	}
-	return emit(&Event{Name: ev.Name, Data: jsonspan.Apply(d, edits)})
+// isLifecycle reports whether typ is the type of an event that carries the
+// response object.
+func isLifecycle(d []byte, typ jsonspan.Span) bool {
+	return jsonspan.IsString(d, typ, "response.created") || jsonspan.IsString(d, typ, "response.in_progress") ||
+		jsonspan.IsString(d, typ, "response.queued") || jsonspan.IsString(d, typ, "response.completed") ||
+		jsonspan.IsString(d, typ, "response.failed") || jsonspan.IsString(d, typ, "response.incomplete")
 }
 
-func (echoStage) End(Emit) error { return nil }
+// echoEvent restores the response object of a lifecycle event, the last
+// step of a Responses stream; nil means nothing changed.
+func (x *Exchange) echoEvent(d []byte) []byte {
+	resp := jsonspan.Lookup(d, 0, "response")
+	if resp.Start < 0 || d[resp.Start] != '{' {
+		return nil
+	}
+	edits := x.echoEdits(d, resp.Start)
+	if len(edits) == 0 {
+		return nil
+	}
+	return jsonspan.Apply(d, edits)
+}

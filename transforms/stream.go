@@ -44,6 +44,7 @@ type Stream struct {
 	seqKnown bool
 	sawDone  bool
 	stopped  bool
+	echo     bool // lifecycle events get the client's tools back
 	scratch  []byte
 }
 
@@ -66,10 +67,8 @@ func (x *Exchange) NewStream() *Stream {
 			s.stages = append(s.stages, t)
 		}
 	}
-	if x.echoes() {
-		s.stages = append(s.stages, echoStage{x})
-	}
-	if len(s.stages) == 0 {
+	s.echo = x.echoes()
+	if len(s.stages) == 0 && !s.echo {
 		return nil
 	}
 	s.parser.MaxEvent = x.Limits.MaxEvent
@@ -179,7 +178,14 @@ var doneData = []byte("[DONE]")
 // events, touching the bytes only where the number is actually off.
 func (s *Stream) write(ev *Event) {
 	if ev.Data != nil && s.client == ProtocolResponses {
-		if sp := jsonspan.Lookup(ev.Data, 0, "sequence_number"); sp.Start >= 0 {
+		typ, sp := head(ev.Data)
+		if s.echo && isLifecycle(ev.Data, typ) {
+			if d := s.x.echoEvent(ev.Data); d != nil {
+				ev = &Event{Name: ev.Name, Data: d}
+				_, sp = head(d)
+			}
+		}
+		if sp.Start >= 0 {
 			n, err := strconv.ParseInt(string(ev.Data[sp.Start:sp.End]), 10, 64)
 			if err == nil {
 				if !s.seqKnown {
@@ -220,6 +226,28 @@ func (s *Stream) write(ev *Event) {
 		s.sawDone = true
 	}
 	s.out = ev.AppendTo(s.out)
+}
+
+// head finds an event's type and sequence_number. Both lead every event
+// OpenAI sends, so the walk stops after a few bytes.
+func head(d []byte) (typ, seq jsonspan.Span) {
+	typ, seq = jsonspan.NoSpan(), jsonspan.NoSpan()
+	jsonspan.WalkMembers(d, 0, func(k jsonspan.Span, v int) int {
+		e := jsonspan.SkipValue(d, v)
+		switch {
+		case e < 0:
+			return e
+		case typ.Start < 0 && jsonspan.KeyIs(d, k, "type"):
+			typ = jsonspan.Span{Start: v, End: e}
+		case seq.Start < 0 && jsonspan.KeyIs(d, k, "sequence_number"):
+			seq = jsonspan.Span{Start: v, End: e}
+		}
+		if typ.Start >= 0 && seq.Start >= 0 {
+			return jsonspan.StopWalk
+		}
+		return e
+	})
+	return typ, seq
 }
 
 // trackedStream is a rule's stage as the engine runs it: it learns whether
