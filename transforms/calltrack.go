@@ -46,6 +46,22 @@ type CallHandler interface {
 	Finish(raw []byte) []byte
 }
 
+// CallAbandoner is implemented by call handlers that want to know when their
+// call is dropped unfinished (an upstream error, a cut stream, a length
+// stop, the buffer limit): the client then never sees the call completed.
+type CallAbandoner interface {
+	Abandon(reason string)
+}
+
+// abandonCall logs and reports a call dropped unfinished.
+func abandonCall(x *Exchange, client ToolID, h CallHandler, reason string) {
+	x.Decide(client.String(), "drop_partial_call", reason)
+	x.CallBuffered(len(h.Raw()))
+	if a, ok := h.(CallAbandoner); ok {
+		a.Abandon(reason)
+	}
+}
+
 // PassArgs is the CallHandler of a call whose arguments the client takes as
 // they are (a renamed function): every fragment is handed on as it comes.
 type PassArgs struct {

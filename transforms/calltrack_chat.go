@@ -101,8 +101,7 @@ func (s *chatCalls) abandon(reason string) {
 		s.dropped = map[chatKey]bool{}
 	}
 	for k, c := range s.calls {
-		s.x.Decide(c.client.String(), "drop_partial_call", reason)
-		s.x.CallBuffered(len(c.h.Raw()))
+		abandonCall(s.x, c.client, c.h, reason)
 		delete(s.calls, k)
 		s.dropped[k] = true
 	}
@@ -471,11 +470,11 @@ func (s *chatCalls) finishChoice(choice int64, length bool) ([][]byte, bool) {
 		}
 		any = true
 		delete(s.calls, key)
-		s.x.CallBuffered(len(c.h.Raw()))
 		if length {
-			s.x.Decide(c.client.String(), "drop_partial_call", "finish_reason length cut the call short")
+			abandonCall(s.x, c.client, c.h, "finish_reason length cut the call short")
 			continue
 		}
+		s.x.CallBuffered(len(c.h.Raw()))
 		s.x.Restored++
 		final := c.h.Finish(c.h.Raw())
 		if rest, ok := bytes.CutPrefix(final, c.emitted); ok && len(rest) > 0 {

@@ -204,8 +204,7 @@ func (s *responsesCalls) abandon(reason string) {
 			continue
 		}
 		seen[c] = true
-		s.x.Decide(c.client.String(), "drop_partial_call", reason)
-		s.x.CallBuffered(len(c.h.Raw()))
+		abandonCall(s.x, c.client, c.h, reason)
 		s.close(c, nil)
 	}
 	s.failed = true

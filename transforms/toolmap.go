@@ -1,5 +1,7 @@
 package transforms
 
+import "slices"
+
 // ToolID is a tool's identity on one side of a rule: the wire type of its
 // definition ("function", "custom", "local_shell", …), its namespace ("" for
 // none) and its name.
@@ -23,6 +25,7 @@ func (id ToolID) String() string {
 type ToolMap struct {
 	up     map[toolKey]ToolID // (owner, client side) -> upstream side
 	client map[toolKey]ToolID // (owner, upstream side) -> client side
+	owners []any              // in the order they first linked: the chain's
 	links  int
 }
 
@@ -38,6 +41,9 @@ func (m *ToolMap) Link(owner any, client, upstream ToolID) {
 	if m.up == nil {
 		m.up = map[toolKey]ToolID{}
 		m.client = map[toolKey]ToolID{}
+	}
+	if !slices.Contains(m.owners, owner) {
+		m.owners = append(m.owners, owner)
 	}
 	m.up[toolKey{owner, client}] = upstream
 	m.client[toolKey{owner, upstream}] = client
@@ -59,13 +65,12 @@ func (m *ToolMap) Client(owner any, upstream ToolID) (ToolID, bool) {
 // Len is the number of links recorded.
 func (m *ToolMap) Len() int { return m.links }
 
-// Origin follows the links of every owner back from an identity seen by
-// some rule to the identity the client declared (the identity itself when
-// no rule changed it). owners is the order in which the rules ran, client
-// side first; the walk goes from the last back to the first.
-func (m *ToolMap) Origin(owners []any, id ToolID) ToolID {
-	for i := len(owners) - 1; i >= 0; i-- {
-		if c, ok := m.client[toolKey{owners[i], id}]; ok {
+// Origin follows every rule's links back from an identity seen on the
+// upstream side of the rules that linked so far to the identity the client
+// declared (the identity itself when no rule changed it).
+func (m *ToolMap) Origin(id ToolID) ToolID {
+	for i := len(m.owners) - 1; i >= 0; i-- {
+		if c, ok := m.client[toolKey{m.owners[i], id}]; ok {
 			id = c
 		}
 	}
