@@ -44,9 +44,13 @@ func callKeys(itemID string, outputIndex []byte, callID string) []callKey {
 type responsesCalls struct {
 	p      CallPolicy
 	x      *Exchange
-	open   map[callKey]*trackedCall // calls in progress, under each of their keys
-	done   map[callKey][]byte       // settled client text of completed calls, under each key
-	closed map[callKey]bool         // completed or dropped calls: later argument events are swallowed
+	open map[callKey]*trackedCall // calls in progress, under each of their keys
+	// Completed or dropped calls, under each key: later argument events
+	// are swallowed, and only completed ones (true) are restored in the
+	// final response object. Their text is not kept: the final object
+	// carries the arguments again, so a stream holds at most the calls in
+	// progress, however many it finishes.
+	closed map[callKey]bool
 	failed bool
 	buf    []byte
 	evbuf  []byte
@@ -65,7 +69,7 @@ type trackedCall struct {
 }
 
 func newResponsesCalls(x *Exchange, p CallPolicy) *responsesCalls {
-	return &responsesCalls{p: p, x: x, open: map[callKey]*trackedCall{}, done: map[callKey][]byte{}, closed: map[callKey]bool{}}
+	return &responsesCalls{p: p, x: x, open: map[callKey]*trackedCall{}, closed: map[callKey]bool{}}
 }
 
 // openCall asks the policy about the function_call item at item.
@@ -89,7 +93,7 @@ func (s *responsesCalls) findItem(callID, itemID string, outputIndex []byte) (*t
 		if c := s.open[k]; c != nil {
 			return c, false
 		}
-		if s.closed[k] {
+		if _, closed := s.closed[k]; closed {
 			return nil, true
 		}
 	}
@@ -112,39 +116,42 @@ func where(d []byte, item jsonspan.Span) (itemID string, outputIndex []byte) {
 	return itemID, outputIndex
 }
 
-// find looks a call up by output index, then by item id. An id only
-// stands in for an index the call was not registered under, since ids may
-// repeat across calls while output indexes do not.
+// find looks a call up by item id, then by output index. Either may be
+// missing, ids have been seen repeated across calls and two calls have
+// been seen at one output index, so a key only counts when the other one,
+// where both are known, agrees.
 func (s *responsesCalls) find(itemID string, outputIndex []byte) (c *trackedCall, closed bool) {
-	if len(outputIndex) > 0 {
-		k := callKey{byOutputIndex, string(outputIndex)}
-		if c := s.open[k]; c != nil {
+	if itemID != "" {
+		c := s.open[callKey{byItemID, itemID}]
+		if c != nil && (len(outputIndex) == 0 || c.outputIndex == nil || bytes.Equal(c.outputIndex, outputIndex)) {
 			return c, false
 		}
-		if s.closed[k] {
+	}
+	if len(outputIndex) > 0 {
+		c := s.open[callKey{byOutputIndex, string(outputIndex)}]
+		if c != nil && (itemID == "" || c.itemID == "" || c.itemID == itemID) {
+			return c, false
+		}
+	}
+	if itemID != "" {
+		if _, closed = s.closed[callKey{byItemID, itemID}]; closed {
 			return nil, true
 		}
 	}
-	if itemID == "" {
-		return nil, false
+	if len(outputIndex) > 0 {
+		_, closed = s.closed[callKey{byOutputIndex, string(outputIndex)}]
 	}
-	k := callKey{byItemID, itemID}
-	if c := s.open[k]; c != nil && (c.outputIndex == nil || len(outputIndex) == 0) {
-		return c, false
-	}
-	return nil, len(outputIndex) == 0 && s.closed[k]
+	return nil, closed
 }
 
-// close moves a call from open to closed, keeping its final text.
-func (s *responsesCalls) close(c *trackedCall, final []byte) {
+// close moves a call from open to closed; completed says it was
+// delivered whole rather than dropped.
+func (s *responsesCalls) close(c *trackedCall, completed bool) {
 	for _, k := range callKeys(c.itemID, c.outputIndex, c.callID) {
 		if s.open[k] == c {
 			delete(s.open, k)
 		}
-		s.closed[k] = true
-		if final != nil {
-			s.done[k] = final
-		}
+		s.closed[k] = completed
 	}
 }
 
@@ -205,7 +212,7 @@ func (s *responsesCalls) abandon(reason string) {
 		}
 		seen[c] = true
 		abandonCall(s.x, c.client, c.h, reason)
-		s.close(c, nil)
+		s.close(c, false)
 	}
 	s.failed = true
 }
@@ -222,7 +229,6 @@ func (s *responsesCalls) newCall(client ToolID, h CallHandler, itemID string, ou
 	for _, k := range callKeys(itemID, c.outputIndex, callID) {
 		s.open[k] = c
 		delete(s.closed, k)
-		delete(s.done, k)
 	}
 	return c
 }
@@ -374,7 +380,7 @@ func (s *responsesCalls) itemDone(ev *Event, d []byte, emit Emit) error {
 			return err
 		}
 	}
-	s.close(c, c.final)
+	s.close(c, true)
 	s.x.Restored++
 	repl := clientItem(nil, d, item, c.client, c.final)
 	return emit(&Event{Name: ev.Name, Data: spliceOne(d, item, repl)})
@@ -396,7 +402,7 @@ func (s *responsesCalls) complete(c *trackedCall, d []byte, item jsonspan.Span, 
 	if err := s.finishText(c, itemArgs(d, item), d, emit); err != nil {
 		return err
 	}
-	s.close(c, c.final)
+	s.close(c, true)
 	s.x.Restored++
 	return emit(s.itemEvent(d, "response.output_item.done", c.outputIndex, clientItem(nil, d, item, c.client, c.final)))
 }
@@ -415,18 +421,18 @@ func (s *responsesCalls) responseEvent(ev *Event, d []byte, emit Emit, terminalF
 			return err
 		}
 	}
-	done := func(callID, itemID string, pos int) ([]byte, bool) {
+	done := func(callID, itemID string, pos int) bool {
 		// The ids first: a position is only as good as the upstream's
 		// numbering.
 		for _, k := range []callKey{{byCallID, callID}, {byItemID, itemID}, {byOutputIndex, strconv.Itoa(pos)}} {
 			if k.key == "" {
 				continue
 			}
-			if in, ok := s.done[k]; ok {
-				return in, true
+			if completed, ok := s.closed[k]; ok {
+				return completed
 			}
 		}
-		return nil, false
+		return false
 	}
 	edits := restoreOutput(s.x, s.p, d, resp, done, terminalFailure)
 	if len(edits) == 0 {
@@ -488,10 +494,10 @@ func (s *responsesCalls) itemEvent(src []byte, typ string, outputIndex, item []b
 }
 
 // restoreOutput rewrites the policy's calls among the output items of the
-// Responses object at obj. On a stream, done gives the text the stream
-// already settled, by call id, output position and item id; with onlyDone,
-// calls the stream did not complete stay as they are.
-func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, done func(callID, itemID string, pos int) ([]byte, bool), onlyDone bool) []jsonspan.Edit {
+// Responses object at obj. On a stream, done tells the calls the stream
+// completed, by call id, output position and item id; with onlyDone, calls
+// the stream did not complete stay as they are.
+func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, done func(callID, itemID string, pos int) bool, onlyDone bool) []jsonspan.Edit {
 	out := jsonspan.Lookup(doc, obj.Start, "output")
 	if out.Start < 0 {
 		return nil
@@ -504,23 +510,19 @@ func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, don
 		if !ok {
 			return true
 		}
-		var text []byte
-		if done != nil {
+		if done == nil {
+			x.Restored++
+			x.Decide(client.String(), "restore_call", "function call to restore")
+		} else if onlyDone {
 			var g [2]jsonspan.Span
 			jsonspan.ObjectFields(doc, el.Start, []string{"id", "call_id"}, g[:])
 			itemID, _ := jsonspan.StringValue(doc, g[0])
 			callID, _ := jsonspan.StringValue(doc, g[1])
-			var seen bool
-			if text, seen = done(callID, itemID, pos); !seen && onlyDone {
+			if !done(callID, itemID, pos) {
 				return true // never build a call the stream did not complete
 			}
-		} else {
-			x.Restored++
-			x.Decide(client.String(), "restore_call", "function call to restore")
 		}
-		if text == nil {
-			text = h.Finish(itemArgs(doc, el))
-		}
+		text := h.Finish(itemArgs(doc, el))
 		edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: clientItem(nil, doc, el, client, text)})
 		return true
 	})

@@ -1,0 +1,69 @@
+package transforms
+
+import (
+	"encoding/json"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// Two converted calls at one output index, told apart by their item ids,
+// each keep their own input.
+func TestStreamCallsSharingAnOutputIndex(t *testing.T) {
+	req := `{"tools":[{"type":"custom","name":"shell"}]}`
+	a := fnCallStream(0, 1, "fc_a", "a", "shell", `{"input":"ls"}`, 3, true)
+	b := fnCallStream(10, 1, "fc_b", "b", "shell", `{"input":"pwd"}`, 3, true)
+	// Interleave: both headers, then the deltas of one and the other.
+	up := []string{a[0], b[0]}
+	for i := 1; i < len(a) || i < len(b); i++ {
+		if i < len(a) {
+			up = append(up, a[i])
+		}
+		if i < len(b) {
+			up = append(up, b[i])
+		}
+	}
+	evs := events(t, streamCase(t, wildcard, req, sse(up...)))
+	inputs := map[string]string{}
+	for _, e := range evs {
+		if e["type"] == "response.output_item.done" {
+			it := e["item"].(map[string]any)
+			inputs[it["call_id"].(string)] = it["input"].(string)
+		}
+	}
+	if inputs["a"] != "ls" || inputs["b"] != "pwd" {
+		t.Fatalf("inputs %v", inputs)
+	}
+}
+
+// A stream's memory is bounded by its largest call, not by the sum of its
+// calls: a finished call's buffers are let go.
+func TestFinishedCallsAreReleased(t *testing.T) {
+	const calls, size = 8, 512 << 10
+	x := exchangeAfter(t, `[{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}]`, `{"tools":[{"type":"custom","name":"shell"}]}`)
+	x.Limits.MaxCallBuffer = 0
+	s := x.NewStream()
+	args, _ := json.Marshal(map[string]string{"input": strings.Repeat("é\"x", size/4)})
+	// Buffers reused from event to event grow to the largest event; what
+	// must not grow is what each finished call leaves behind.
+	var ms runtime.MemStats
+	var heap []uint64
+	for i := range calls {
+		id := "c" + itoa(i)
+		for _, ev := range fnCallStream(0, i, "fc_"+id, id, "shell", string(args), len(args)/2, true) {
+			if err := s.Write([]byte("data: " + ev + "\n\n")); err != nil {
+				t.Fatal(err)
+			}
+			_ = s.Output()
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		heap = append(heap, ms.HeapAlloc)
+	}
+	if grew := int64(heap[calls-1]) - int64(heap[1]); grew > int64(len(args)) {
+		t.Fatalf("the heap grew by %d bytes over %d more calls of %d bytes", grew, calls-2, len(args))
+	}
+	if x.Restored != calls {
+		t.Fatalf("restored %d", x.Restored)
+	}
+}
