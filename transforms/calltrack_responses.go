@@ -42,8 +42,8 @@ func callKeys(itemID string, outputIndex []byte, callID string) []callKey {
 }
 
 type responsesCalls struct {
-	p      CallPolicy
-	x      *Exchange
+	p    CallPolicy
+	x    *Exchange
 	open map[callKey]*trackedCall // calls in progress, under each of their keys
 	// Completed or dropped calls, under each key: later argument events
 	// are swallowed, and only completed ones (true) are restored in the
