@@ -200,8 +200,6 @@ func TestRequestConflictRejectsBeforeMutation(t *testing.T) {
 	for _, body := range []string{
 		`{"tools":[{"type":"custom","name":"exec"},{"type":"function","name":"exec","parameters":{}}]}`,
 		`{"tools":[{"type":"namespace","name":"ns","tools":[{"type":"custom","name":"exec"}]},{"type":"function","name":"exec","namespace":"ns"}]}`,
-		`{"tools":[{"type":"custom","name":"exec"}],"input":[{"type":"function_call","call_id":"a","name":"exec","arguments":"{}"}]}`,
-		`{"tools":[{"type":"function","name":"exec"}],"input":[{"type":"custom_tool_call","call_id":"a","name":"exec","input":"x"}]}`,
 	} {
 		c := chainOf(t, wildcard)
 		x := begin(t, c, ProtocolResponses, []byte(body))
@@ -217,6 +215,27 @@ func TestRequestConflictRejectsBeforeMutation(t *testing.T) {
 			t.Fatal("a rejected request must not leave a conversion record")
 		}
 		jsonEqual(t, e.JSON(), `{"error":{"message":`+jstr(e.Message)+`,"type":"invalid_request_error","param":`+jstr(e.Param)+`,"code":"custom_tool_conflict"}}`)
+	}
+	// History items never make a request fail. A function call of a
+	// converted tool (one a client kept unrestored) stays as it is, and
+	// later calls of the tool are restored.
+	x := exchangeAfter(t, wildcard, `{"tools":[{"type":"custom","name":"exec"}],"input":[{"type":"function_call","call_id":"a","name":"exec","arguments":"{}"}]}`)
+	out, err := x.RewriteResponse([]byte(`{"output":[{"type":"function_call","call_id":"b","name":"exec","arguments":"{\"input\":\"ls\"}"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, out, `{"output":[{"type":"custom_tool_call","call_id":"b","name":"exec","input":"ls"}]}`)
+	// A custom call in the history of a tool now declared as a function
+	// goes upstream as a function call; the function's calls stay
+	// functions.
+	body := `{"tools":[{"type":"function","name":"exec"}],"input":[{"type":"custom_tool_call","call_id":"a","name":"exec","input":"x"}]}`
+	got, x, err := rewrite(t, wildcard, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, []byte(got), `{"tools":[{"type":"function","name":"exec"}],"input":[{"type":"function_call","call_id":"a","name":"exec","arguments":"{\"input\":\"x\"}"}]}`)
+	if x.WantsResponse() {
+		t.Fatal("a native function's calls must not be restored")
 	}
 	// The same name in another namespace is a different identity.
 	if _, _, err := rewrite(t, wildcard, `{"tools":[{"type":"custom","name":"exec"},{"type":"function","name":"exec","namespace":"other"}]}`); err != nil {

@@ -172,7 +172,7 @@ type customPlan struct {
 	x      *Exchange
 	w      *ToolWalk
 	rec    *customRecord
-	native map[ident]int // native function identities, by the node that declared them
+	native map[ident]int // native function definitions, by their node
 	picked map[ident]int // identities to convert, by the first node that named them
 }
 
@@ -205,10 +205,10 @@ func (t *CustomToolsToFunction) RewriteRequest(x *Exchange, body []byte) ([]byte
 		case n.Kind == NodeCall && w.Protocol == ProtocolChat && n.InnerStart < 0:
 			// an entry without its function or custom object: not ours
 		case n.Kind == NodeCall && (n.Type == "function_call" || n.Type == "function"):
+			// A function call in the history never conflicts: it may be
+			// one of ours that a client kept unrestored, and refusing it
+			// would refuse every later turn of the conversation.
 			p.rec.addKnown(id)
-			if _, seen := p.native[id]; !seen {
-				p.native[id] = i
-			}
 		case n.Kind == NodeCall && (n.Type == "custom_tool_call" || n.Type == "custom"):
 			p.rec.addKnown(id)
 			if t.selects(n.Name) {
@@ -224,16 +224,23 @@ func (t *CustomToolsToFunction) RewriteRequest(x *Exchange, body []byte) ([]byte
 			choices = append(choices, i)
 		}
 	}
+	// Only definitions decide conflicts: a custom and a native function
+	// definition of one identity leave no way to tell their calls apart.
+	// The first in the document is reported.
+	clash, clashAt := ident{}, -1
 	for id, at := range p.picked {
-		if nat, clash := p.native[id]; clash {
-			return nil, &Error{
-				Status: http.StatusBadRequest,
-				Type:   "invalid_request_error",
-				Code:   "custom_tool_conflict",
-				Param:  w.Nodes[at].Where(),
-				Message: fmt.Sprintf("custom tool %q cannot be converted to a function: a native function with the same namespace and name is declared at %s",
-					id, w.Nodes[nat].Where()),
-			}
+		if _, native := p.native[id]; native && p.rec.fromDescriptor[id] && (clashAt < 0 || at < clashAt) {
+			clash, clashAt = id, at
+		}
+	}
+	if clashAt >= 0 {
+		return nil, &Error{
+			Status: http.StatusBadRequest,
+			Type:   "invalid_request_error",
+			Code:   "custom_tool_conflict",
+			Param:  w.Nodes[clashAt].Where(),
+			Message: fmt.Sprintf("custom tool %q cannot be converted to a function: a native function with the same namespace and name is declared at %s",
+				clash, w.Nodes[p.native[clash]].Where()),
 		}
 	}
 	for _, i := range outs {
@@ -246,6 +253,13 @@ func (t *CustomToolsToFunction) RewriteRequest(x *Exchange, body []byte) ([]byte
 		return body, nil
 	}
 	for id := range p.picked {
+		if _, native := p.native[id]; native {
+			// A custom call in the history of a tool now declared as a
+			// function: the upstream gets it as a function call, and the
+			// function's calls stay functions.
+			x.Decide(id.String(), "convert_history_only", "a native function of this name is declared")
+			continue
+		}
 		x.Tools().Link(t, ToolID{Type: "custom", Namespace: id.ns, Name: id.name}, ToolID{Type: "function", Namespace: id.ns, Name: id.name})
 		p.rec.converted++
 	}
