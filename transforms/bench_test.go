@@ -192,3 +192,58 @@ func BenchmarkStreamPipeline(b *testing.B) {
 	b.ReportMetric(float64(allocsRules)/float64(b.N*nEvents), "allocs/event")
 	_ = sink
 }
+
+// BenchmarkWalkScaling doubles what a hostile body can multiply: distinct
+// tool identities (custom tools and their history calls), namespaces that
+// share one tool name, and the nesting depth of namespaces around a large
+// value. Each doubling must cost at most about double (a walk linear in the
+// body, whatever its shape), and 480 levels of namespaces around a large
+// value about what one level costs; the metrics are the time ratios.
+func BenchmarkWalkScaling(b *testing.B) {
+	identities := func(n int) []byte {
+		var tools, input strings.Builder
+		for i := range n {
+			fmt.Fprintf(&tools, `,{"type":"custom","name":"tool_%d"}`, i)
+			fmt.Fprintf(&input, `,{"type":"custom_tool_call","call_id":"c%d","name":"tool_%d","input":"x"}`, i, i)
+		}
+		return []byte(`{"tools":[` + tools.String()[1:] + `],"input":[` + input.String()[1:] + `]}`)
+	}
+	namespaces := func(n int) []byte {
+		var tools strings.Builder
+		for i := range n {
+			fmt.Fprintf(&tools, `,{"type":"namespace","name":"ns_%d","tools":[{"type":"custom","name":"x"}]}`, i)
+		}
+		return []byte(`{"tools":[` + tools.String()[1:] + `]}`)
+	}
+	nesting := func(depth int) []byte {
+		big := `{"type":"custom","name":"x","description":"` + strings.Repeat(`a \"quoted\" é `, 20000) + `"}`
+		return []byte(strings.Repeat(`{"type":"namespace","name":"n","tools":[`, depth) + big + strings.Repeat(`]}`, depth))
+	}
+	c := chainOf(b, `[{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}]`)
+	run := func(body []byte) time.Duration {
+		best := time.Duration(1 << 62)
+		for range 5 {
+			runtime.GC() // each run starts from the same heap
+			t0 := time.Now()
+			x := NewExchange(ProtocolResponses, Limits{}, nil)
+			c.Begin(x, "")
+			if _, err := x.RewriteRequest(body); err != nil || x.Invalid {
+				b.Fatalf("rewrite: %v", err)
+			}
+			best = min(best, time.Since(t0))
+		}
+		return best
+	}
+	var ids, nss, deep, flat float64
+	for b.Loop() {
+		ids = float64(run(identities(16000))) / float64(run(identities(8000)))
+		nss = float64(run(namespaces(16000))) / float64(run(namespaces(8000)))
+		d480 := float64(run(nesting(480)))
+		deep = d480 / float64(run(nesting(240)))
+		flat = d480 / float64(run(nesting(1)))
+	}
+	b.ReportMetric(ids, "x_double_identities")
+	b.ReportMetric(nss, "x_double_namespaces")
+	b.ReportMetric(deep, "x_double_nesting")
+	b.ReportMetric(flat, "x_480_levels_vs_1")
+}

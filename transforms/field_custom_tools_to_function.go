@@ -105,24 +105,23 @@ func (i ident) String() string { return ToolID{Namespace: i.ns, Name: i.name}.St
 // phase. What it converted is in the exchange's tool map.
 type customRecord struct {
 	converted      int
-	fromDescriptor map[ident]bool // converted identities whose definition was converted
-	known          map[string][]ident
-	calls          map[string]ident // history call_id -> converted identity
+	fromDescriptor map[ident]bool     // converted identities whose definition was converted
+	known          map[string][]ident // identities by name, for calls without a namespace
+	seen           map[ident]bool     // what known holds, so adding is constant time
+	calls          map[string]ident   // history call_id -> converted identity
 }
 
 func (t *CustomToolsToFunction) record(x *Exchange) *customRecord {
 	return x.Record(t, func() any {
-		return &customRecord{fromDescriptor: map[ident]bool{}, known: map[string][]ident{}, calls: map[string]ident{}}
+		return &customRecord{fromDescriptor: map[ident]bool{}, known: map[string][]ident{}, seen: map[ident]bool{}, calls: map[string]ident{}}
 	}).(*customRecord)
 }
 
 func (r *customRecord) addKnown(id ident) {
-	for _, k := range r.known[id.name] {
-		if k == id {
-			return
-		}
+	if !r.seen[id] {
+		r.seen[id] = true
+		r.known[id.name] = append(r.known[id.name], id)
 	}
-	r.known[id.name] = append(r.known[id.name], id)
 }
 
 func (t *CustomToolsToFunction) converted(x *Exchange, id ident) bool {

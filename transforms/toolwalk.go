@@ -47,10 +47,13 @@ type ToolNode struct {
 	// Allowed marks a choice entry inside allowed_tools.
 	Allowed bool
 
-	where  string // location of definitions and choices, formatted once
-	item   int    // index of the history item or message, for the rest
-	entry  int    // index in a message's tool_calls
-	nested bool   // the node is inside a namespace or additional_tools
+	where  string    // location of choices
+	walk   *ToolWalk // definitions: the walk, for their parent's location
+	parent int       // definitions: the enclosing namespace's node, or -1
+	root   string    // definitions: the list they sit in when parent is -1
+	item   int       // index of the history item or message, for the rest
+	entry  int       // index in a message's tool_calls
+	next   int       // for definitions: the index of the next sibling's node
 }
 
 // Where names the node's location for messages, e.g. "tools[3]",
@@ -59,6 +62,12 @@ func (n *ToolNode) Where() string {
 	switch {
 	case n.where != "":
 		return n.where
+	case n.Kind == NodeDefinition && n.parent >= 0:
+		// Formatted on demand: eagerly, nested namespaces would cost the
+		// square of their depth.
+		return n.walk.Nodes[n.parent].Where() + ".tools[" + strconv.Itoa(n.item) + "]"
+	case n.Kind == NodeDefinition:
+		return n.root + "[" + strconv.Itoa(n.item) + "]"
 	case n.Kind == NodeCall && n.entry >= 0:
 		return "messages[" + strconv.Itoa(n.item) + "].tool_calls[" + strconv.Itoa(n.entry) + "]"
 	case n.Type == "tool":
@@ -100,7 +109,7 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 	end := jsonspan.WalkMembers(body, 0, func(k jsonspan.Span, v int) int {
 		switch {
 		case jsonspan.KeyIs(body, k, "tools"):
-			e := w.definitions(v, "", "tools", false)
+			e := w.definitions(v, -1, "tools")
 			w.tools = jsonspan.Span{Start: v, End: e}
 			return e
 		case jsonspan.KeyIs(body, k, "input") && p == ProtocolResponses:
@@ -126,47 +135,95 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 }
 
 // definitions collects the tool definitions of the array at start,
-// recursing into namespaces; enclosing is the namespace inherited by
-// definitions that name none. It returns the end of the value, or -1.
-func (w *ToolWalk) definitions(start int, enclosing, where string, nested bool) int {
+// recursing into namespaces: parent is the node of the enclosing namespace,
+// or -1 for a list named root ("tools", "input[3].tools"). It returns the
+// end of the value, or -1.
+//
+// Each definition is scanned once, whatever its key order: a "tools" array
+// is walked as definitions when the walk reaches it, before the "type"
+// that says whether it belongs to a namespace may be known, and its nodes
+// are dropped again when it does not. Scanning a namespace's tools first
+// and walking them again afterwards would cost the depth of the nesting
+// times the size of the body.
+func (w *ToolWalk) definitions(start int, parent int, root string) int {
 	doc := w.Doc
 	if start >= len(doc) || doc[start] != '[' {
 		return jsonspan.SkipValue(doc, start) // not a list of tools: nothing of ours
 	}
-	var f [4]jsonspan.Span
-	const (
-		fType = iota
-		fName
-		fNamespace
-		fTools
-	)
 	i := -1
-	return jsonspan.EachObject(doc, start, definitionFields, f[:], func(el jsonspan.Span, f []jsonspan.Span) bool {
+	return jsonspan.WalkElements(doc, start, func(v int) int {
 		i++
-		path := where + "[" + strconv.Itoa(i) + "]"
-		n := ToolNode{Kind: NodeDefinition, Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, where: path, nested: nested}
-		n.Type, _ = jsonspan.StringValue(doc, f[fType])
-		n.Name, _ = jsonspan.StringValue(doc, f[fName])
-		n.Namespace, _ = jsonspan.StringValue(doc, f[fNamespace])
-		if w.Protocol == ProtocolChat && (n.Type == "function" || n.Type == "custom") {
+		if doc[v] != '{' {
+			return jsonspan.SkipValue(doc, v)
+		}
+		at := len(w.Nodes)
+		w.Nodes = append(w.Nodes, ToolNode{Kind: NodeDefinition, Start: v, InnerStart: -1, InnerEnd: -1,
+			walk: w, parent: parent, root: root, item: i})
+		typ, name, ns, fn, custom := jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan()
+		children := -1 // where this definition's tools begin in w.Nodes
+		end := jsonspan.WalkMembers(doc, v, func(k jsonspan.Span, mv int) int {
+			var field *jsonspan.Span
+			switch {
+			case jsonspan.KeyIs(doc, k, "tools") && children < 0 && mv < len(doc) && doc[mv] == '[':
+				children = len(w.Nodes)
+				return w.definitions(mv, at, "")
+			case jsonspan.KeyIs(doc, k, "type"):
+				field = &typ
+			case jsonspan.KeyIs(doc, k, "name"):
+				field = &name
+			case jsonspan.KeyIs(doc, k, "namespace"):
+				field = &ns
+			case jsonspan.KeyIs(doc, k, "function"):
+				field = &fn
+			case jsonspan.KeyIs(doc, k, "custom"):
+				field = &custom
+			}
+			e := jsonspan.SkipValue(doc, mv)
+			if field != nil && field.Start < 0 {
+				*field = jsonspan.Span{Start: mv, End: e}
+			}
+			return e
+		})
+		if end < 0 {
+			return end
+		}
+		n := &w.Nodes[at]
+		n.End = end
+		n.Type, _ = jsonspan.StringValue(doc, typ)
+		n.Name, _ = jsonspan.StringValue(doc, name)
+		n.Namespace, _ = jsonspan.StringValue(doc, ns)
+		if w.Protocol == ProtocolChat {
 			// Chat nests the tool under a key named after its type.
-			if inner := jsonspan.Lookup(doc, el.Start, n.Type); inner.Start >= 0 && doc[inner.Start] == '{' {
+			inner := jsonspan.NoSpan()
+			switch n.Type {
+			case "function":
+				inner = fn
+			case "custom":
+				inner = custom
+			}
+			if inner.Start >= 0 && doc[inner.Start] == '{' {
 				n.InnerStart, n.InnerEnd = inner.Start, inner.End
 				n.Name, _ = jsonspan.StringValue(doc, jsonspan.Lookup(doc, inner.Start, "name"))
 			}
 		}
-		if n.Namespace == "" {
-			n.Namespace = enclosing
+		switch {
+		case children < 0:
+		case n.Type != "namespace":
+			w.Nodes = w.Nodes[:children]
+		default:
+			// The tools of a namespace that name no namespace of their own
+			// are in this one.
+			for j := children; j < len(w.Nodes); j = w.Nodes[j].next {
+				if w.Nodes[j].Namespace == "" {
+					w.Nodes[j].Namespace = n.Name
+				}
+			}
 		}
-		w.Nodes = append(w.Nodes, n)
-		if n.Type == "namespace" && f[fTools].Start >= 0 {
-			return w.definitions(f[fTools].Start, n.Name, path+".tools", true) >= 0
-		}
-		return true
+		n = &w.Nodes[at]
+		n.next = len(w.Nodes)
+		return end
 	})
 }
-
-var definitionFields = []string{"type", "name", "namespace", "tools"}
 
 // itemFields are the members of a Responses history item the walk reads.
 var itemFields = []string{"type", "name", "namespace", "call_id", "tools"}
@@ -193,7 +250,7 @@ func (w *ToolWalk) items(start int) int {
 			return true
 		case string(t) == "additional_tools":
 			if f[4].Start >= 0 {
-				return w.definitions(f[4].Start, "", "input["+strconv.Itoa(i)+"].tools", true) >= 0
+				return w.definitions(f[4].Start, -1, "input["+strconv.Itoa(i)+"].tools") >= 0
 			}
 			return true
 		case hasSuffix(t, "_output"):
