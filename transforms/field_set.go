@@ -30,8 +30,9 @@ type FieldSet struct {
 	Value json.RawMessage `json:"value,omitempty"`
 
 	path []string
-	// keys[i] is path[i] as a JSON string literal, compared with the key
-	// literals of the body as written.
+	// keys[i] is path[i] as a JSON string literal, the form it is inserted
+	// in. Keys of the body are compared after unescaping, as its parsers
+	// read them: "te\u0061m" is the key team.
 	keys [][]byte
 	// members[i] is the member `"path[i]":<object holding the rest>`,
 	// inserted when path[i] is missing; objects[i] is the object holding
@@ -147,12 +148,12 @@ func (t *FieldSet) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 // so a body with a duplicated key cannot smuggle an old value past us.
 func (t *FieldSet) set(doc []byte, start, depth int, edits *[]jsonspan.Edit) int {
 	last := depth == len(t.path)-1
-	key := t.keys[depth]
+	key := t.path[depth]
 	found := false
 	tail := -1 // end of the last member's value: where a new member goes
 	end := jsonspan.WalkMembers(doc, start, func(k jsonspan.Span, v int) int {
 		var e int
-		if !bytes.Equal(doc[k.Start:k.End], key) {
+		if !jsonspan.KeyIs(doc, k, key) {
 			e = jsonspan.SkipValue(doc, v)
 		} else {
 			found = true

@@ -46,6 +46,9 @@ func TestFieldSetRewritesInOnePass(t *testing.T) {
 			`{"stream":false,"model":"m","stream":false}`},
 		{"key needing escapes", `we"ird`, `"x"`, `{}`, `{"we\"ird":"x"}`},
 		{"unicode untouched", "tag", `"é"`, `{"input":"日本語"}`, `{"input":"日本語","tag":"é"}`},
+		{"escaped key is the same key", "metadata.team", `"a"`,
+			`{"metadata":{"te\u0061m":"evil"}}`,
+			`{"metadata":{"te\u0061m":"a"}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fieldSetChain(t, tc.path, tc.value)
