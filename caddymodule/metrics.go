@@ -19,6 +19,7 @@ var metrics = struct {
 	rejections   *prometheus.CounterVec
 	buffered     *prometheus.HistogramVec
 	streamErrors *prometheus.CounterVec
+	patchInvalid prometheus.Counter
 }{
 	applications: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "caddy", Subsystem: "llm_transform", Name: "rule_applications_total",
@@ -46,6 +47,10 @@ var metrics = struct {
 		Namespace: "caddy", Subsystem: "llm_transform", Name: "stream_errors_total",
 		Help: "Rewritten streams that did not end normally, by reason.",
 	}, []string{"reason"}),
+	patchInvalid: prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "llm_transform", Name: "patch_invalid_total",
+		Help: "Restored apply_patch inputs that still fail Codex's patch grammar after normalisation.",
+	}),
 }
 
 // registerMetrics adds the collectors to a config's registry. Several
@@ -56,7 +61,7 @@ func registerMetrics(reg prometheus.Registerer) error {
 	}
 	for _, c := range []prometheus.Collector{
 		metrics.applications, metrics.converted, metrics.restored,
-		metrics.rejections, metrics.buffered, metrics.streamErrors,
+		metrics.rejections, metrics.buffered, metrics.streamErrors, metrics.patchInvalid,
 	} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -78,6 +83,9 @@ func observeExchange(x *transforms.Exchange) {
 	}
 	if x.Restored > 0 {
 		metrics.restored.WithLabelValues(x.ClientProtocol().String()).Add(float64(x.Restored))
+	}
+	if x.PatchInvalid > 0 {
+		metrics.patchInvalid.Add(float64(x.PatchInvalid))
 	}
 	for _, n := range x.CallBuffers() {
 		metrics.buffered.WithLabelValues("tool_call").Observe(float64(n))

@@ -41,6 +41,9 @@ type Exchange struct {
 	Converted int
 	// Restored counts calls given back their client-side shape.
 	Restored int
+	// PatchInvalid counts restored apply_patch inputs that normalisation
+	// could not bring into Codex's grammar.
+	PatchInvalid int
 
 	client Protocol
 	// protos[i] is the protocol of the request body as bound rule i gets

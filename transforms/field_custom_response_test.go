@@ -1,6 +1,7 @@
 package transforms
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -114,4 +115,32 @@ func TestResponseNamespacedDefinitionWithBareHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	jsonEqual(t, out, `{"output":[{"type":"custom_tool_call","call_id":"c","name":"apply_patch","input":"*** Begin Patch\n*** Delete File: a\n*** End Patch\n","namespace":"functions"}]}`)
+}
+
+// A restored patch that normalisation cannot bring into the grammar still
+// reaches the client, and is counted and logged.
+func TestInvalidPatchIsCounted(t *testing.T) {
+	for _, tc := range []struct {
+		input   string
+		invalid int
+	}{
+		{"*** Begin Patch\n*** Add File: a\nx\n*** End Patch", 0},
+		{"*** Begin Patch\n*** Frobnicate File: a\n*** End Patch", 1},
+	} {
+		x := exchangeAfter(t, wildcard, sampleRequest)
+		x.Explain = true
+		body := `{"output":[{"type":"function_call","call_id":"c","name":"apply_patch","arguments":` + jstr(`{"input":`+jstr(tc.input)+`}`) + `}]}`
+		if _, err := x.RewriteResponse([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		var logged int
+		for _, d := range x.Decisions() {
+			if d.Action == "patch_invalid" && d.Tool == "apply_patch" && strings.HasPrefix(d.Reason, "line ") {
+				logged++
+			}
+		}
+		if x.PatchInvalid != tc.invalid || logged != tc.invalid || x.Restored != 1 {
+			t.Fatalf("%q: invalid %d, logged %d, restored %d", tc.input, x.PatchInvalid, logged, x.Restored)
+		}
+	}
 }

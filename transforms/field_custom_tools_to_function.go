@@ -475,7 +475,7 @@ func (t *CustomToolsToFunction) OpenCall(x *Exchange, up ToolID) (ToolID, CallHa
 	if !ok {
 		return ToolID{}, nil, false
 	}
-	h := &customArgs{id: id}
+	h := &customArgs{id: id, x: x}
 	h.dec.Limit = x.Limits.MaxCallBuffer
 	if id.name == "apply_patch" {
 		h.norm = new(patchfmt.Normalizer)
@@ -488,6 +488,7 @@ func (t *CustomToolsToFunction) OpenCall(x *Exchange, up ToolID) (ToolID, CallHa
 // text is normalised line by line.
 type customArgs struct {
 	id   ident
+	x    *Exchange
 	dec  streambuf.ArgsDecoder
 	norm *patchfmt.Normalizer
 }
@@ -505,7 +506,19 @@ func (c *customArgs) Delta(frag []byte) ([]byte, error) {
 
 func (c *customArgs) Raw() []byte { return c.dec.Raw() }
 
-func (c *customArgs) Finish(raw []byte) []byte { return finalInput(c.id, raw) }
+func (c *customArgs) Finish(raw []byte) []byte {
+	in := finalInput(c.id, raw)
+	if c.id.name == "apply_patch" {
+		// Normalising repairs what models habitually get wrong; what it
+		// cannot repair still goes to the client, whose apply_patch reports
+		// it, but operators should see how often that happens.
+		if _, err := patchfmt.Parse(string(in)); err != nil {
+			c.x.PatchInvalid++
+			c.x.Decide(c.id.String(), "patch_invalid", err.Error())
+		}
+	}
+	return in
+}
 
 // unwrapArgs recovers the custom input from function arguments. An object
 // yields its "input" string; failing that, the first of patch, command or
