@@ -287,7 +287,16 @@ func appendToolCalls(b []byte, entries [][]byte) []byte {
 	return append(b, ']')
 }
 
+// entryFields are the members of a streamed tool_calls fragment the
+// tracker reads, at the positions of the constants below.
 var entryFields = []string{"index", "id", "function", "type"}
+
+const (
+	entryIndex = iota
+	entryID
+	entryFunction
+	entryTypeField
+)
 
 // entry handles one tool_calls fragment. mine reports that the fragment
 // belongs to a restored or held call; out is then its replacement (nil:
@@ -298,7 +307,7 @@ func (s *chatCalls) entry(d []byte, el jsonspan.Span, choice int64) (out []byte,
 	}
 	var f [4]jsonspan.Span
 	jsonspan.ObjectFields(d, el.Start, entryFields, f[:])
-	idx, ok := parseIndex(d, f[0])
+	idx, ok := parseIndex(d, f[entryIndex])
 	if !ok {
 		return nil, false, nil
 	}
@@ -311,9 +320,9 @@ func (s *chatCalls) entry(d []byte, el jsonspan.Span, choice int64) (out []byte,
 	}
 	var name string
 	var frag []byte
-	if f[2].Start >= 0 && d[f[2].Start] == '{' {
+	if f[entryFunction].Start >= 0 && d[f[entryFunction].Start] == '{' {
 		var g [2]jsonspan.Span
-		jsonspan.ObjectFields(d, f[2].Start, []string{"name", "arguments"}, g[:])
+		jsonspan.ObjectFields(d, f[entryFunction].Start, []string{"name", "arguments"}, g[:])
 		name, _ = jsonspan.StringValue(d, g[0])
 		if g[1].Start >= 0 && d[g[1].Start] == '"' {
 			s.buf = jsonspan.Unescape(s.buf[:0], d[g[1].Start+1:g[1].End-1])
@@ -335,21 +344,21 @@ func (s *chatCalls) entry(d []byte, el jsonspan.Span, choice int64) (out []byte,
 		return s.open(key, name, p.id, p.args, p)
 	}
 	if name == "" {
-		if f[2].Start < 0 && !jsonspan.IsString(d, f[3], "function") {
+		if f[entryFunction].Start < 0 && !jsonspan.IsString(d, f[entryTypeField], "function") {
 			return nil, false, nil // not a function fragment at all
 		}
-		if f[1].Start < 0 {
+		if f[entryID].Start < 0 {
 			return nil, false, nil
 		}
 		// A first fragment without a name: hold it until the name shows
 		// which tool it is.
-		p := &chatPending{id: bytes.Clone(d[f[1].Start:f[1].End]), args: bytes.Clone(frag)}
+		p := &chatPending{id: bytes.Clone(d[f[entryID].Start:f[entryID].End]), args: bytes.Clone(frag)}
 		s.pending[key] = p
 		return nil, true, s.checkHeld(p)
 	}
 	var rawID []byte
-	if f[1].Start >= 0 {
-		rawID = d[f[1].Start:f[1].End]
+	if f[entryID].Start >= 0 {
+		rawID = d[f[entryID].Start:f[entryID].End]
 	}
 	return s.open(key, name, rawID, frag, nil)
 }

@@ -225,8 +225,17 @@ func (w *ToolWalk) definitions(start int, parent int, root string) int {
 	})
 }
 
-// itemFields are the members of a Responses history item the walk reads.
+// itemFields are the members of a Responses history item the walk reads,
+// at the positions of the constants below.
 var itemFields = []string{"type", "name", "namespace", "call_id", "tools"}
+
+const (
+	itemType = iota
+	itemName
+	itemNamespace
+	itemCallID
+	itemTools
+)
 
 // items collects the calls, outputs and additional_tools definitions of a
 // Responses input array, scanning each item once.
@@ -239,7 +248,7 @@ func (w *ToolWalk) items(start int) int {
 	i := -1
 	return jsonspan.EachObject(doc, start, itemFields, f[:], func(el jsonspan.Span, f []jsonspan.Span) bool {
 		i++
-		typ := f[0]
+		typ := f[itemType]
 		if typ.Start < 0 || doc[typ.Start] != '"' {
 			return true
 		}
@@ -249,8 +258,8 @@ func (w *ToolWalk) items(start int) int {
 		case string(t) == "message" || string(t) == "reasoning":
 			return true
 		case string(t) == "additional_tools":
-			if f[4].Start >= 0 {
-				return w.definitions(f[4].Start, -1, "input["+strconv.Itoa(i)+"].tools") >= 0
+			if f[itemTools].Start >= 0 {
+				return w.definitions(f[itemTools].Start, -1, "input["+strconv.Itoa(i)+"].tools") >= 0
 			}
 			return true
 		case hasSuffix(t, "_output"):
@@ -262,9 +271,9 @@ func (w *ToolWalk) items(start int) int {
 		}
 		n := ToolNode{Kind: kind, Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, item: i, entry: -1}
 		n.Type, _ = jsonspan.StringValue(doc, typ)
-		n.Name, _ = jsonspan.StringValue(doc, f[1])
-		n.Namespace, _ = jsonspan.StringValue(doc, f[2])
-		n.CallID, _ = jsonspan.StringValue(doc, f[3])
+		n.Name, _ = jsonspan.StringValue(doc, f[itemName])
+		n.Namespace, _ = jsonspan.StringValue(doc, f[itemNamespace])
+		n.CallID, _ = jsonspan.StringValue(doc, f[itemCallID])
 		w.Nodes = append(w.Nodes, n)
 		return true
 	})
@@ -274,9 +283,24 @@ func hasSuffix(b []byte, s string) bool {
 	return len(b) >= len(s) && string(b[len(b)-len(s):]) == s
 }
 
+// The members of a Chat message and of a tool_calls entry the walk reads,
+// at the positions of the constants below.
 var (
 	messageFields  = []string{"role", "tool_calls", "tool_call_id"}
 	toolCallFields = []string{"type", "id", "custom", "function"}
+)
+
+const (
+	msgRole = iota
+	msgToolCalls
+	msgToolCallID
+)
+
+const (
+	callType = iota
+	callID
+	callCustom
+	callFunction
 )
 
 // messages collects the calls of Chat assistant messages and the tool
@@ -290,28 +314,28 @@ func (w *ToolWalk) messages(start int) int {
 	i := -1
 	return jsonspan.EachObject(doc, start, messageFields, f[:], func(el jsonspan.Span, f []jsonspan.Span) bool {
 		i++
-		if jsonspan.IsString(doc, f[0], "tool") {
+		if jsonspan.IsString(doc, f[msgRole], "tool") {
 			n := ToolNode{Kind: NodeOutput, Type: "tool", Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, item: i, entry: -1}
-			n.CallID, _ = jsonspan.StringValue(doc, f[2])
+			n.CallID, _ = jsonspan.StringValue(doc, f[msgToolCallID])
 			w.Nodes = append(w.Nodes, n)
 			return true
 		}
-		if f[1].Start < 0 || doc[f[1].Start] != '[' {
+		if f[msgToolCalls].Start < 0 || doc[f[msgToolCalls].Start] != '[' {
 			return true
 		}
 		var g [4]jsonspan.Span
 		j := -1
-		return jsonspan.EachObject(doc, f[1].Start, toolCallFields, g[:], func(el jsonspan.Span, g []jsonspan.Span) bool {
+		return jsonspan.EachObject(doc, f[msgToolCalls].Start, toolCallFields, g[:], func(el jsonspan.Span, g []jsonspan.Span) bool {
 			j++
 			n := ToolNode{Kind: NodeCall, Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, item: i, entry: j}
-			n.Type, _ = jsonspan.StringValue(doc, g[0])
-			n.CallID, _ = jsonspan.StringValue(doc, g[1])
+			n.Type, _ = jsonspan.StringValue(doc, g[callType])
+			n.CallID, _ = jsonspan.StringValue(doc, g[callID])
 			inner := jsonspan.NoSpan()
 			switch n.Type {
 			case "custom":
-				inner = g[2]
+				inner = g[callCustom]
 			case "function":
-				inner = g[3]
+				inner = g[callFunction]
 			}
 			if inner.Start >= 0 && doc[inner.Start] == '{' {
 				n.InnerStart, n.InnerEnd = inner.Start, inner.End
