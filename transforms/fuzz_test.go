@@ -127,6 +127,60 @@ func FuzzCustomArgs(f *testing.F) {
 	})
 }
 
+// walkSeeds are request bodies of both protocols with every kind of tool
+// node, nesting and escapes.
+func walkSeeds() []string {
+	return []string{
+		`{"tool_choice":{"type":"allowed_tools","tools":[{"type":"custom","name":"a"}]},"tools":[{"name":"ns","tools":[{"type":"custom","name":"a"}],"type":"namespace"}],"input":[{"type":"additional_tools","tools":[{"type":"custom","name":"b"}]},{"type":"custom_tool_call","call_id":"c","name":"a","input":"x"},{"type":"custom_tool_call_output","call_id":"c"}]}`,
+		`{"messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"custom","custom":{"name":"a","input":"x"}}]},{"role":"tool","tool_call_id":"c"}],"tools":[{"type":"custom","custom":{"name":"a"}}],"tool_choice":{"type":"custom","custom":{"name":"a"}}}`,
+		`{"tools":[{"type":"namespace","name":"n","tools":[{"type":"namespace","name":"m","tools":[{"type":"custom","name":"\u0061"}]}]}],"tools":[]}`,
+		`{"tools":[{"tools":[{"type":"custom","name":"a"}],"type":"function","name":"f"}],"input":"plain"}`,
+	}
+}
+
+// FuzzWalkTools: the walk accepts exactly the objects encoding/json accepts
+// and calls invalid exactly what it rejects; its nodes are values inside the
+// body (objects, but for tool_choice), inner objects lie inside their node,
+// and the conversion built on the walk always yields JSON.
+func FuzzWalkTools(f *testing.F) {
+	for _, s := range walkSeeds() {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, body string, chat bool) {
+		p := ProtocolResponses
+		if chat {
+			p = ProtocolChat
+		}
+		x := NewExchange(p, Limits{}, nil)
+		w := WalkTools(x, []byte(body))
+		valid := json.Valid([]byte(body))
+		object := valid && strings.HasPrefix(strings.TrimLeft(body, " \t\r\n"), "{")
+		if (w != nil) != object || x.Invalid == valid {
+			t.Fatalf("walk %v, invalid %v; encoding/json valid %v", w != nil, x.Invalid, valid)
+		}
+		if w == nil {
+			return
+		}
+		for _, n := range w.Nodes {
+			if n.Start < 0 || n.End > len(body) || n.Start >= n.End || body[n.Start] != '{' && n.Kind != NodeChoice || !json.Valid([]byte(body[n.Start:n.End])) {
+				t.Fatalf("node %+v is not a value of the body", n)
+			}
+			if n.InnerStart >= 0 && (n.InnerStart < n.Start || n.InnerEnd > n.End) {
+				t.Fatalf("inner object outside its node: %+v", n)
+			}
+			_ = n.Where()
+		}
+		c := chainOf(t, wildcard)
+		x = NewExchange(p, Limits{}, nil)
+		c.Begin(x, "")
+		out, err := x.RewriteRequest([]byte(body))
+		if err == nil && !json.Valid(out) {
+			t.Fatalf("conversion gave invalid JSON: %s", out)
+		}
+	})
+}
+
 var updateSeeds = flag.Bool("update-seeds", false, "write the fuzz seed corpora to testdata/fuzz")
 
 // TestSeedCorpus keeps testdata/fuzz in step with the seeds above; run with
@@ -135,6 +189,11 @@ func TestSeedCorpus(t *testing.T) {
 	files := map[string]string{}
 	for i, sd := range sseSeeds() {
 		files[fmt.Sprintf("testdata/fuzz/FuzzSSE/seed-%02d", i)] = fmt.Sprintf("go test fuzz v1\nstring(%q)\nbool(%v)\n", sd.stream, sd.chat)
+	}
+	for i, b := range walkSeeds() {
+		for j, chat := range []bool{false, true} {
+			files[fmt.Sprintf("testdata/fuzz/FuzzWalkTools/seed-%02d", 2*i+j)] = fmt.Sprintf("go test fuzz v1\nstring(%q)\nbool(%v)\n", b, chat)
+		}
 	}
 	for i, a := range customArgsSeeds() {
 		files[fmt.Sprintf("testdata/fuzz/FuzzCustomArgs/seed-%02d", i)] = fmt.Sprintf("go test fuzz v1\nstring(%q)\nbyte('\\x03')\n", a)

@@ -97,8 +97,8 @@ type ToolWalk struct {
 
 // WalkTools validates body and collects its tool nodes in the same single
 // pass. It returns nil, and marks the exchange's body as not JSON, when the
-// walk finds the body malformed; it returns nil too for protocols it does
-// not know.
+// walk finds the body malformed; it returns nil too for a body that is not
+// an object and for protocols it does not know.
 func WalkTools(x *Exchange, body []byte) *ToolWalk {
 	p := x.Protocol()
 	if p != ProtocolResponses && p != ProtocolChat {
@@ -124,7 +124,11 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 		return jsonspan.SkipValue(body, v)
 	})
 	if end < 0 || jsonspan.SkipSpace(body, end) != len(body) {
-		x.Invalid = true
+		// A valid body that is not an object has no tools; anything else
+		// is not JSON and goes upstream as it came.
+		if !jsonspan.Valid(body) {
+			x.Invalid = true
+		}
 		return nil
 	}
 	if choice.Start >= 0 {
