@@ -181,19 +181,19 @@ func (h *Handler) Cleanup() error {
 
 // chainFor picks the chain of the caller's key, or the provider and global
 // rules when the request carries no configured key.
-func (h *Handler) chainFor(r *http.Request) *transforms.Chain {
+func (h *Handler) chainFor(r *http.Request) (*transforms.Chain, *transforms.Error) {
 	if len(h.keys) == 0 {
-		return h.chain
+		return h.chain, nil
 	}
 	key := callerKey(r, h.keySources)
 	if key == "" {
-		return h.chain
+		return h.chain, nil
 	}
 	sum := sha256.Sum256([]byte(key))
 	if i := matchKey(h.keys, &sum); i >= 0 {
-		return h.keys[i].chain
+		return h.keys[i].chain, nil
 	}
-	return h.chain
+	return h.chain, nil
 }
 
 func (h *Handler) protocolFor(r *http.Request) transforms.Protocol {
@@ -215,7 +215,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if proto == transforms.ProtocolUnknown || r.Method != http.MethodPost || !h.anyRules || r.Body == nil {
 		return next.ServeHTTP(w, r)
 	}
-	chain := h.chainFor(r)
+	chain, kerr := h.chainFor(r)
+	if kerr != nil {
+		metrics.rejections.WithLabelValues(kerr.Code).Inc()
+		return writeError(w, kerr)
+	}
 	if chain.Empty() {
 		return next.ServeHTTP(w, r)
 	}
@@ -224,6 +228,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		var te *transforms.Error
 		if errors.As(err, &te) {
 			metrics.rejections.WithLabelValues(te.Code).Inc()
+			if te.Status == http.StatusRequestEntityTooLarge && r.ProtoMajor == 1 {
+				// Otherwise net/http reads up to 256 KiB of a body nobody
+				// wants before it answers, and with Expect: 100-continue
+				// asks the client to send it.
+				w.Header().Set("Connection", "close")
+			}
 			return writeError(w, te)
 		}
 		return caddyhttp.Error(http.StatusBadRequest, err)
@@ -338,8 +348,9 @@ func observe(r *http.Request, x *transforms.Exchange) {
 	extra.Set(zap.Int("llm_transform_restored", x.Restored))
 }
 
-// readBody reads the whole request body, refusing more than MaxBodySize
-// with a 413 in the client's error format.
+// readBody reads the whole request body, decoded when it came compressed,
+// refusing more than MaxBodySize, before or after decoding, with a 413 and
+// an encoding it cannot decode with a 415, in the client's error format.
 func (h *Handler) readBody(r *http.Request) ([]byte, error) {
 	tooLarge := &transforms.Error{
 		Status:  http.StatusRequestEntityTooLarge,
@@ -350,22 +361,39 @@ func (h *Handler) readBody(r *http.Request) ([]byte, error) {
 	if r.ContentLength > h.MaxBodySize {
 		return nil, tooLarge
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
-	}
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, h.MaxBodySize+1))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, tooLarge
-		}
-		return nil, err
-	}
-	if n > h.MaxBodySize {
+	b, err := readLimited(r.Body, h.MaxBodySize, r.ContentLength)
+	var mbe *http.MaxBytesError
+	if errors.Is(err, errTooLarge) || errors.As(err, &mbe) {
 		return nil, tooLarge
 	}
-	return buf.Bytes(), nil
+	if err != nil {
+		return nil, err
+	}
+	enc := r.Header.Values("Content-Encoding")
+	if len(enc) == 0 {
+		return b, nil
+	}
+	// The rules must see what the upstream will parse: a compressed body
+	// they cannot read would carry its custom tools past them.
+	var dec []byte
+	if len(enc) == 1 {
+		dec, err = decodeAll(enc[0], bytes.NewReader(b), h.MaxBodySize)
+	} else {
+		err = errUnsupportedEncoding
+	}
+	switch {
+	case errors.Is(err, errTooLarge):
+		return nil, tooLarge
+	case err != nil:
+		return nil, &transforms.Error{
+			Status:  http.StatusUnsupportedMediaType,
+			Type:    "invalid_request_error",
+			Code:    "unsupported_content_encoding",
+			Message: fmt.Sprintf("the gateway cannot decode a request body with Content-Encoding %q; send it as gzip, zstd or uncompressed", strings.Join(enc, ", ")),
+		}
+	}
+	r.Header.Del("Content-Encoding")
+	return dec, nil
 }
 
 func setBody(r *http.Request, b []byte) {
