@@ -211,3 +211,12 @@ func (g gatedWriter) Write(p []byte) (int, error) {
 	}
 	return g.w.Write(p)
 }
+
+// decodable reports whether newDecoder knows the Content-Encoding enc.
+func decodable(enc string) bool {
+	switch strings.ToLower(strings.TrimSpace(enc)) {
+	case "gzip", "x-gzip", "zstd":
+		return true
+	}
+	return false
+}

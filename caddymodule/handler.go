@@ -287,6 +287,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// before us, compresses the result for the client.
 	r.Header.Set("Accept-Encoding", "identity")
 	rw := &responseWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, h: h, x: x}
+	// A response that ends without finish must not leave a decoder waiting.
+	defer rw.abandon()
 	defer func() {
 		// reverse_proxy panics with http.ErrAbortHandler when a stream
 		// breaks; count it and let the panic go on to the server.
