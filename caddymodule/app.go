@@ -113,25 +113,42 @@ func (a *App) Start() error { return nil }
 // Stop is a no-op.
 func (a *App) Stop() error { return nil }
 
-// callerKey returns the caller's key from the configured sources, or "".
-func callerKey(r *http.Request, sources []string) string {
+// callerKey returns the caller's key from the configured sources, "" when
+// they carry none. ok is false when the credentials are ambiguous: a source
+// repeated, or two sources that disagree, counting a non-Bearer
+// Authorization as a credential too. Resolving those to some key, or to
+// none, would let a caller pick which of its credentials the rules see,
+// and so shed its own key's rules.
+func callerKey(r *http.Request, sources []string) (key string, ok bool) {
+	found, foreign := false, false
 	for _, s := range sources {
-		v := r.Header.Get(s)
-		if v == "" {
+		vs := r.Header.Values(s)
+		if len(vs) == 0 {
 			continue
 		}
-		if s == "Authorization" {
-			scheme, token, ok := strings.Cut(v, " ")
-			if !ok || !strings.EqualFold(scheme, "Bearer") {
-				continue
-			}
-			v = token
+		if len(vs) > 1 {
+			return "", false
 		}
-		if v = strings.TrimSpace(v); v != "" {
-			return v
+		v, other := strings.TrimSpace(vs[0]), false
+		if s == "Authorization" {
+			scheme, token, isBearer := strings.Cut(v, " ")
+			if isBearer && strings.EqualFold(scheme, "Bearer") {
+				v = strings.TrimSpace(token)
+			} else {
+				other = true
+			}
+		}
+		switch {
+		case !found:
+			key, foreign, found = v, other, true
+		case v != key || other || foreign:
+			return "", false
 		}
 	}
-	return ""
+	if foreign {
+		return "", true // another scheme's credential, no key
+	}
+	return key, true
 }
 
 // matchKey returns the index of the key whose hash equals sum, or -1. Every

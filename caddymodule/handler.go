@@ -45,13 +45,17 @@ type Handler struct {
 	Protocol string `json:"protocol,omitempty"`
 
 	// MaxBodySize caps request bodies read for rewriting, and non-streaming
-	// response bodies buffered for rewriting, in bytes. A larger request is
-	// refused with 413. Default: 32 MiB.
+	// response bodies buffered for rewriting, in bytes; for a compressed
+	// body it caps both the bytes received and the bytes decoded. A request
+	// that announces a larger body is refused with 413 before its body is
+	// read, and one that turns out larger when it is read. Must be positive;
+	// 0, the same as absent, means the default: 32 MiB.
 	MaxBodySize int64 `json:"max_body_size,omitempty"`
 
 	// MaxCallBuffer caps the argument bytes held for one converted tool call
 	// in a stream. A call that grows past it ends the stream with an error
-	// event whose code is max_call_buffer_exceeded. Default: 8 MiB.
+	// event whose code is max_call_buffer_exceeded. Must be positive; 0,
+	// the same as absent, means the default: 8 MiB.
 	MaxCallBuffer int64 `json:"max_call_buffer,omitempty"`
 
 	// The rules of this handler, the provider scope. Requests go through
@@ -162,10 +166,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // Validate checks limits that Provision cannot default.
 func (h *Handler) Validate() error {
 	if h.MaxBodySize < 0 {
-		return fmt.Errorf("max_body_size must not be negative")
+		return fmt.Errorf("max_body_size must be positive, got %d", h.MaxBodySize)
 	}
 	if h.MaxCallBuffer < 0 {
-		return fmt.Errorf("max_call_buffer must not be negative")
+		return fmt.Errorf("max_call_buffer must be positive, got %d", h.MaxCallBuffer)
 	}
 	return nil
 }
@@ -180,12 +184,21 @@ func (h *Handler) Cleanup() error {
 }
 
 // chainFor picks the chain of the caller's key, or the provider and global
-// rules when the request carries no configured key.
+// rules when the request carries no configured key. Ambiguous credentials
+// get an error to send instead.
 func (h *Handler) chainFor(r *http.Request) (*transforms.Chain, *transforms.Error) {
 	if len(h.keys) == 0 {
 		return h.chain, nil
 	}
-	key := callerKey(r, h.keySources)
+	key, ok := callerKey(r, h.keySources)
+	if !ok {
+		return nil, &transforms.Error{
+			Status:  http.StatusUnauthorized,
+			Type:    "invalid_request_error",
+			Code:    "ambiguous_api_key",
+			Message: "the request carries several API keys that differ (" + strings.Join(h.keySources, ", ") + "); send one",
+		}
+	}
 	if key == "" {
 		return h.chain, nil
 	}
@@ -250,7 +263,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	// A body that is not JSON yields no model here, and the rules' own
 	// validating walk then hands it upstream untouched.
-	if !chain.Begin(x, gjson.GetBytes(body, "model").String()) {
+	if !chain.Begin(x, lastModel(body)) {
 		return next.ServeHTTP(w, r)
 	}
 	// The rewritten body may live in a pooled buffer, returned only when
@@ -315,6 +328,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		metrics.streamErrors.WithLabelValues(stopReason(rw, x, "")).Inc()
 	}
 	return err
+}
+
+// lastModel returns the body's top-level "model", the last one when the
+// key repeats: the upstream's JSON parser keeps the last (Go's
+// encoding/json, Python's json), and rules must match the model it serves.
+func lastModel(body []byte) string {
+	var model string
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		if k.String() == "model" {
+			model = v.String()
+		}
+		return true
+	})
+	return model
 }
 
 // stopReason names why a stream ended early. A stream the gateway stopped
