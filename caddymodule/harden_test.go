@@ -349,3 +349,20 @@ func TestValidateRefusesNegativeSizes(t *testing.T) {
 }
 
 func sumOf(key string) [sha256.Size]byte { return sha256.Sum256([]byte(key)) }
+
+// TestStreamKeepsEventIDs: events the rules rewrite or synthesize while
+// handling an upstream event keep its id and retry, so a client that
+// reconnects sends the right Last-Event-ID.
+func TestStreamKeepsEventIDs(t *testing.T) {
+	h := wildcardHandler(t)
+	stream := "id: 41\nretry: 1500\nevent: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":0,\"output_index\":0,\"item\":{\"id\":\"fc\",\"type\":\"function_call\",\"arguments\":\"\",\"call_id\":\"c\",\"name\":\"x\"}}\n\n"
+	rec := serve(t, h, customRequest, func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, err := io.WriteString(w, stream)
+		return err
+	})
+	want := "event: response.output_item.added\nid: 41\nretry: 1500\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":0,\"output_index\":0,\"item\":{\"id\":\"fc\",\"type\":\"custom_tool_call\",\"input\":\"\",\"call_id\":\"c\",\"name\":\"x\"}}\n\n"
+	if rec.Body.String() != want {
+		t.Fatalf("got  %q\nwant %q", rec.Body, want)
+	}
+}
