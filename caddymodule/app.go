@@ -30,10 +30,12 @@ type App struct {
 	// them after the global rules; other requests do not.
 	APIKeys []APIKeyRules `json:"api_keys,omitempty"`
 
-	// KeySources lists where a caller's key is read, first match wins:
-	// "authorization" takes the token of an `Authorization: Bearer`
-	// header; any other entry names a header whose whole value is the key.
-	// Default: ["authorization", "x-api-key"].
+	// KeySources lists where a caller's key is read: "authorization"
+	// takes the token of an `Authorization: Bearer` header; any other
+	// entry names a header whose whole value is the key. When several are
+	// present they must agree, and none may repeat: a request whose
+	// credentials are ambiguous is refused with 401. Default:
+	// ["authorization", "x-api-key"].
 	KeySources []string `json:"key_sources,omitempty"`
 
 	global []*transforms.Rule
@@ -45,6 +47,9 @@ type App struct {
 type APIKeyRules struct {
 	// KeySHA256 is the lowercase hex SHA-256 of the key, e.g. the output of
 	// `printf %s "$KEY" | sha256sum`. The Caddyfile computes it from the key.
+	// The hash is unsalted and the config is readable through the admin
+	// endpoint, so it keeps only a high-entropy key secret: use a random
+	// key of 32 characters or more, which the Caddyfile requires.
 	KeySHA256 string `json:"key_sha256"`
 
 	// Rules run, in order, on requests that carry this key.
