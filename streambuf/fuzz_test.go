@@ -38,18 +38,10 @@ func FuzzParser(f *testing.F) {
 	f.Add([]byte("id: 1\nretry: 300\nevent: a\ndata: b\n\nid:\ndata: c\n\n"), []byte{3})
 	f.Fuzz(func(t *testing.T, in, sizes []byte) {
 		// The id and retry of each event, which a rewrite must keep.
-		type kept struct{ id, retry *string }
 		var fields []kept
 		var p0 Parser
 		_ = p0.Feed(in, func(e *Event) error {
-			var k kept
-			if e.ID != nil {
-				k.id = new(string(e.ID))
-			}
-			if e.Retry != nil {
-				k.retry = new(string(e.Retry))
-			}
-			fields = append(fields, k)
+			fields = append(fields, keptOf(e))
 			return nil
 		})
 		collect := func(evs *[]rec, out *[]byte) func(*Event) error {
@@ -102,14 +94,7 @@ func FuzzParser(f *testing.F) {
 		var backFields []kept
 		if err := p.Feed(ser, func(e *Event) error {
 			back = append(back, toRec(e))
-			var k kept
-			if e.ID != nil {
-				k.id = new(string(e.ID))
-			}
-			if e.Retry != nil {
-				k.retry = new(string(e.Retry))
-			}
-			backFields = append(backFields, k)
+			backFields = append(backFields, keptOf(e))
 			return nil
 		}); err != nil {
 			t.Fatal(err)
@@ -216,6 +201,20 @@ func checkArgs(t *testing.T, in, sizes []byte) {
 	} else if json.Valid(in) && (d.Streaming() || len(got) > 0) {
 		t.Fatalf("%q: valid JSON without a string input decoded %q", in, got)
 	}
+}
+
+// kept is the id and retry of an event, nil when absent.
+type kept struct{ id, retry *string }
+
+func keptOf(e *Event) kept {
+	var k kept
+	if e.ID != nil {
+		k.id = new(string(e.ID))
+	}
+	if e.Retry != nil {
+		k.retry = new(string(e.Retry))
+	}
+	return k
 }
 
 func sameField(a, b *string) bool {
