@@ -366,3 +366,36 @@ func TestStreamKeepsEventIDs(t *testing.T) {
 		t.Fatalf("got  %q\nwant %q", rec.Body, want)
 	}
 }
+
+// TestEncodedStreamCutOrAbandoned: a compressed stream that ends early is
+// an error, and one the upstream handler abandons leaves no decoder
+// goroutine behind.
+func TestEncodedStreamCutOrAbandoned(t *testing.T) {
+	h := wildcardHandler(t)
+	stream := gzipped("event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0}\n\n")
+	before := runtime.NumGoroutine()
+	for _, fail := range []bool{false, true} {
+		req := httptest.NewRequest(http.MethodPost, "/v1/responses", strings.NewReader(customRequest))
+		req = req.WithContext(context.WithValue(req.Context(), caddy.ReplacerCtxKey, caddy.NewReplacer()))
+		err := h.ServeHTTP(httptest.NewRecorder(), req, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Content-Encoding", "gzip")
+			if _, err := w.Write(stream[:len(stream)-6]); err != nil {
+				return err
+			}
+			if fail {
+				return errors.New("upstream went away")
+			}
+			return nil
+		}))
+		if err == nil {
+			t.Errorf("fail=%v: a cut stream ended without error", fail)
+		}
+	}
+	for i := 0; runtime.NumGoroutine() > before && i < 100; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Fatalf("%d goroutines left behind", n-before)
+	}
+}
