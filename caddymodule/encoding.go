@@ -31,12 +31,12 @@ func readLimited(r io.Reader, limit, hint int64) ([]byte, error) {
 	b := make([]byte, 0, min(readStart, ceil))
 	for {
 		if len(b) == cap(b) {
-			grown := make([]byte, len(b), min(2*int64(cap(b)), limit+1))
-			if cap(grown) == cap(b) {
-				// At ceil by the announced length, yet more arrives: the
-				// body was longer than announced; keep going to the limit.
-				grown = make([]byte, len(b), min(2*int64(cap(b))+readStart, limit+1))
+			if int64(cap(b)) >= ceil {
+				// More than announced (a reader that does not hold the
+				// body to its length): only the limit bounds it now.
+				ceil = limit + 1
 			}
+			grown := make([]byte, len(b), min(2*int64(cap(b)), ceil))
 			copy(grown, b)
 			b = grown
 		}
