@@ -30,10 +30,12 @@ type App struct {
 	// them after the global rules; other requests do not.
 	APIKeys []APIKeyRules `json:"api_keys,omitempty"`
 
-	// KeySources lists where a caller's key is read, first match wins:
-	// "authorization" takes the token of an `Authorization: Bearer`
-	// header; any other entry names a header whose whole value is the key.
-	// Default: ["authorization", "x-api-key"].
+	// KeySources lists where a caller's key is read: "authorization"
+	// takes the token of an `Authorization: Bearer` header; any other
+	// entry names a header whose whole value is the key. When several are
+	// present they must agree, and none may repeat: a request whose
+	// credentials are ambiguous is refused with 401. Default:
+	// ["authorization", "x-api-key"].
 	KeySources []string `json:"key_sources,omitempty"`
 
 	global []*transforms.Rule
@@ -45,6 +47,9 @@ type App struct {
 type APIKeyRules struct {
 	// KeySHA256 is the lowercase hex SHA-256 of the key, e.g. the output of
 	// `printf %s "$KEY" | sha256sum`. The Caddyfile computes it from the key.
+	// The hash is unsalted and the config is readable through the admin
+	// endpoint, so it keeps only a high-entropy key secret: use a random
+	// key of 32 characters or more, which the Caddyfile requires.
 	KeySHA256 string `json:"key_sha256"`
 
 	// Rules run, in order, on requests that carry this key.
@@ -113,25 +118,42 @@ func (a *App) Start() error { return nil }
 // Stop is a no-op.
 func (a *App) Stop() error { return nil }
 
-// callerKey returns the caller's key from the configured sources, or "".
-func callerKey(r *http.Request, sources []string) string {
+// callerKey returns the caller's key from the configured sources, "" when
+// they carry none. ok is false when the credentials are ambiguous: a source
+// repeated, or two sources that disagree, counting a non-Bearer
+// Authorization as a credential too. Resolving those to some key, or to
+// none, would let a caller pick which of its credentials the rules see,
+// and so shed its own key's rules.
+func callerKey(r *http.Request, sources []string) (key string, ok bool) {
+	found, foreign := false, false
 	for _, s := range sources {
-		v := r.Header.Get(s)
-		if v == "" {
+		vs := r.Header.Values(s)
+		if len(vs) == 0 {
 			continue
 		}
-		if s == "Authorization" {
-			scheme, token, ok := strings.Cut(v, " ")
-			if !ok || !strings.EqualFold(scheme, "Bearer") {
-				continue
-			}
-			v = token
+		if len(vs) > 1 {
+			return "", false
 		}
-		if v = strings.TrimSpace(v); v != "" {
-			return v
+		v, other := strings.TrimSpace(vs[0]), false
+		if s == "Authorization" {
+			scheme, token, isBearer := strings.Cut(v, " ")
+			if isBearer && strings.EqualFold(scheme, "Bearer") {
+				v = strings.TrimSpace(token)
+			} else {
+				other = true
+			}
+		}
+		switch {
+		case !found:
+			key, foreign, found = v, other, true
+		case v != key || other || foreign:
+			return "", false
 		}
 	}
-	return ""
+	if foreign {
+		return "", true // another scheme's credential, no key
+	}
+	return key, true
 }
 
 // matchKey returns the index of the key whose hash equals sum, or -1. Every

@@ -13,20 +13,23 @@ func TestCallerKey(t *testing.T) {
 	for _, tc := range []struct {
 		headers map[string]string
 		want    string
+		ok      bool
 	}{
-		{map[string]string{"Authorization": "Bearer sk-1"}, "sk-1"},
-		{map[string]string{"Authorization": "bearer  sk-1 "}, "sk-1"},
-		{map[string]string{"Authorization": "Basic c2stMQ==", "X-Api-Key": "sk-2"}, "sk-2"},
-		{map[string]string{"Authorization": "Bearer sk-1", "X-Api-Key": "sk-2"}, "sk-1"},
-		{map[string]string{"Authorization": "Bearer "}, ""},
-		{map[string]string{"X-Other": "sk-3"}, ""},
+		{map[string]string{"Authorization": "Bearer sk-1"}, "sk-1", true},
+		{map[string]string{"Authorization": "bearer  sk-1 "}, "sk-1", true},
+		{map[string]string{"Authorization": "Basic c2stMQ=="}, "", true},
+		{map[string]string{"Authorization": "Basic c2stMQ==", "X-Api-Key": "sk-2"}, "", false},
+		{map[string]string{"Authorization": "Bearer sk-1", "X-Api-Key": "sk-2"}, "", false},
+		{map[string]string{"Authorization": "Bearer sk-1", "X-Api-Key": "sk-1"}, "sk-1", true},
+		{map[string]string{"Authorization": "Bearer "}, "", true},
+		{map[string]string{"X-Other": "sk-3"}, "", true},
 	} {
 		r, _ := http.NewRequest(http.MethodPost, "/", nil)
 		for k, v := range tc.headers {
 			r.Header.Set(k, v)
 		}
-		if got := callerKey(r, sources); got != tc.want {
-			t.Errorf("%v: got %q, want %q", tc.headers, got, tc.want)
+		if got, ok := callerKey(r, sources); got != tc.want || ok != tc.ok {
+			t.Errorf("%v: got %q %v, want %q %v", tc.headers, got, ok, tc.want, tc.ok)
 		}
 	}
 }

@@ -2,6 +2,8 @@ package caddymodule
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -52,7 +54,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	seen := map[string]bool{}
 	for d.NextBlock(0) {
+		if err := once(d, seen, "protocol", "max_body_size", "max_call_buffer", "explain"); err != nil {
+			return err
+		}
 		switch d.Val() {
 		case "protocol":
 			if !d.NextArg() {
@@ -68,8 +74,13 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			n, err := humanize.ParseBytes(d.Val())
-			if err != nil {
-				return d.Errf("%s: %v", opt, err)
+			if err != nil || n > math.MaxInt64 {
+				return d.Errf("%s: invalid size %q", opt, d.Val())
+			}
+			if n == 0 {
+				// 0 in JSON means the default; written out here it is
+				// more likely a mistake than a wish for the default.
+				return d.Errf("%s must be positive, got %q", opt, d.Val())
 			}
 			if d.NextArg() {
 				return d.ArgErr()
@@ -97,6 +108,23 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	return nil
 }
+
+// once refuses a second occurrence of the options named, which would
+// otherwise silently replace the first.
+func once(d *caddyfile.Dispenser, seen map[string]bool, options ...string) error {
+	opt := d.Val()
+	if !slices.Contains(options, opt) {
+		return nil
+	}
+	if seen[opt] {
+		return d.Errf("%s already specified", opt)
+	}
+	seen[opt] = true
+	return nil
+}
+
+// minKeyLen is the shortest api_key the Caddyfile accepts.
+const minKeyLen = 32
 
 // optionalBool reads `<option> [true|false]`; the bare option means true.
 func optionalBool(d *caddyfile.Dispenser) (bool, error) {
@@ -156,7 +184,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.ArgErr()
 	}
 	repl := caddy.NewReplacer()
+	seen := map[string]bool{}
 	for d.NextBlock(0) {
+		if err := once(d, seen, "key_sources"); err != nil {
+			return err
+		}
 		switch d.Val() {
 		case "key_sources":
 			a.KeySources = d.RemainingArgs()
@@ -179,6 +211,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			key := repl.ReplaceKnown(d.Val(), "")
 			if key == "" {
 				return d.Errf("api_key %d: the key is empty (is its environment variable set?)", index)
+			}
+			if len(key) < minKeyLen {
+				// Its unsalted SHA-256 is in the JSON config, which the
+				// admin endpoint serves: a short key falls to a brute force.
+				return d.Errf("api_key %d: the key is shorter than %d characters; use a long random key", index, minKeyLen)
 			}
 			if d.NextArg() {
 				return d.Errf("api_key %d: expected one key and a block", index)

@@ -45,13 +45,17 @@ type Handler struct {
 	Protocol string `json:"protocol,omitempty"`
 
 	// MaxBodySize caps request bodies read for rewriting, and non-streaming
-	// response bodies buffered for rewriting, in bytes. A larger request is
-	// refused with 413. Default: 32 MiB.
+	// response bodies buffered for rewriting, in bytes; for a compressed
+	// body it caps both the bytes received and the bytes decoded. A request
+	// that announces a larger body is refused with 413 before its body is
+	// read, and one that turns out larger when it is read. Must be positive;
+	// 0, the same as absent, means the default: 32 MiB.
 	MaxBodySize int64 `json:"max_body_size,omitempty"`
 
 	// MaxCallBuffer caps the argument bytes held for one converted tool call
 	// in a stream. A call that grows past it ends the stream with an error
-	// event whose code is max_call_buffer_exceeded. Default: 8 MiB.
+	// event whose code is max_call_buffer_exceeded. Must be positive; 0,
+	// the same as absent, means the default: 8 MiB.
 	MaxCallBuffer int64 `json:"max_call_buffer,omitempty"`
 
 	// The rules of this handler, the provider scope. Requests go through
@@ -162,10 +166,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // Validate checks limits that Provision cannot default.
 func (h *Handler) Validate() error {
 	if h.MaxBodySize < 0 {
-		return fmt.Errorf("max_body_size must not be negative")
+		return fmt.Errorf("max_body_size must be positive, got %d", h.MaxBodySize)
 	}
 	if h.MaxCallBuffer < 0 {
-		return fmt.Errorf("max_call_buffer must not be negative")
+		return fmt.Errorf("max_call_buffer must be positive, got %d", h.MaxCallBuffer)
 	}
 	return nil
 }
@@ -180,20 +184,29 @@ func (h *Handler) Cleanup() error {
 }
 
 // chainFor picks the chain of the caller's key, or the provider and global
-// rules when the request carries no configured key.
-func (h *Handler) chainFor(r *http.Request) *transforms.Chain {
+// rules when the request carries no configured key. Ambiguous credentials
+// get an error to send instead.
+func (h *Handler) chainFor(r *http.Request) (*transforms.Chain, *transforms.Error) {
 	if len(h.keys) == 0 {
-		return h.chain
+		return h.chain, nil
 	}
-	key := callerKey(r, h.keySources)
+	key, ok := callerKey(r, h.keySources)
+	if !ok {
+		return nil, &transforms.Error{
+			Status:  http.StatusUnauthorized,
+			Type:    "invalid_request_error",
+			Code:    "ambiguous_api_key",
+			Message: "the request carries several API keys that differ (" + strings.Join(h.keySources, ", ") + "); send one",
+		}
+	}
 	if key == "" {
-		return h.chain
+		return h.chain, nil
 	}
 	sum := sha256.Sum256([]byte(key))
 	if i := matchKey(h.keys, &sum); i >= 0 {
-		return h.keys[i].chain
+		return h.keys[i].chain, nil
 	}
-	return h.chain
+	return h.chain, nil
 }
 
 func (h *Handler) protocolFor(r *http.Request) transforms.Protocol {
@@ -215,7 +228,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if proto == transforms.ProtocolUnknown || r.Method != http.MethodPost || !h.anyRules || r.Body == nil {
 		return next.ServeHTTP(w, r)
 	}
-	chain := h.chainFor(r)
+	chain, kerr := h.chainFor(r)
+	if kerr != nil {
+		metrics.rejections.WithLabelValues(kerr.Code).Inc()
+		return writeError(w, kerr)
+	}
 	if chain.Empty() {
 		return next.ServeHTTP(w, r)
 	}
@@ -224,6 +241,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		var te *transforms.Error
 		if errors.As(err, &te) {
 			metrics.rejections.WithLabelValues(te.Code).Inc()
+			if te.Status == http.StatusRequestEntityTooLarge && r.ProtoMajor == 1 {
+				// Otherwise net/http reads up to 256 KiB of a body nobody
+				// wants before it answers, and with Expect: 100-continue
+				// asks the client to send it.
+				w.Header().Set("Connection", "close")
+			}
 			return writeError(w, te)
 		}
 		return caddyhttp.Error(http.StatusBadRequest, err)
@@ -240,7 +263,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	// A body that is not JSON yields no model here, and the rules' own
 	// validating walk then hands it upstream untouched.
-	if !chain.Begin(x, gjson.GetBytes(body, "model").String()) {
+	if !chain.Begin(x, lastModel(body)) {
 		return next.ServeHTTP(w, r)
 	}
 	// The rewritten body may live in a pooled buffer, returned only when
@@ -277,6 +300,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// before us, compresses the result for the client.
 	r.Header.Set("Accept-Encoding", "identity")
 	rw := &responseWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, h: h, x: x}
+	// A response that ends without finish must not leave a decoder waiting.
+	defer rw.abandon()
 	defer func() {
 		// reverse_proxy panics with http.ErrAbortHandler when a stream
 		// breaks; count it and let the panic go on to the server.
@@ -303,6 +328,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		metrics.streamErrors.WithLabelValues(stopReason(rw, x, "")).Inc()
 	}
 	return err
+}
+
+// lastModel returns the body's top-level "model", the last one when the
+// key repeats: the upstream's JSON parser keeps the last (Go's
+// encoding/json, Python's json), and rules must match the model it serves.
+func lastModel(body []byte) string {
+	var model string
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		if k.String() == "model" {
+			model = v.String()
+		}
+		return true
+	})
+	return model
 }
 
 // stopReason names why a stream ended early. A stream the gateway stopped
@@ -338,8 +377,9 @@ func observe(r *http.Request, x *transforms.Exchange) {
 	extra.Set(zap.Int("llm_transform_restored", x.Restored))
 }
 
-// readBody reads the whole request body, refusing more than MaxBodySize
-// with a 413 in the client's error format.
+// readBody reads the whole request body, decoded when it came compressed,
+// refusing more than MaxBodySize, before or after decoding, with a 413 and
+// an encoding it cannot decode with a 415, in the client's error format.
 func (h *Handler) readBody(r *http.Request) ([]byte, error) {
 	tooLarge := &transforms.Error{
 		Status:  http.StatusRequestEntityTooLarge,
@@ -350,22 +390,39 @@ func (h *Handler) readBody(r *http.Request) ([]byte, error) {
 	if r.ContentLength > h.MaxBodySize {
 		return nil, tooLarge
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
-	}
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, h.MaxBodySize+1))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, tooLarge
-		}
-		return nil, err
-	}
-	if n > h.MaxBodySize {
+	b, err := readLimited(r.Body, h.MaxBodySize, r.ContentLength)
+	var mbe *http.MaxBytesError
+	if errors.Is(err, errTooLarge) || errors.As(err, &mbe) {
 		return nil, tooLarge
 	}
-	return buf.Bytes(), nil
+	if err != nil {
+		return nil, err
+	}
+	enc := r.Header.Values("Content-Encoding")
+	if len(enc) == 0 {
+		return b, nil
+	}
+	// The rules must see what the upstream will parse: a compressed body
+	// they cannot read would carry its custom tools past them.
+	var dec []byte
+	if len(enc) == 1 {
+		dec, err = decodeAll(enc[0], bytes.NewReader(b), h.MaxBodySize)
+	} else {
+		err = errUnsupportedEncoding
+	}
+	switch {
+	case errors.Is(err, errTooLarge):
+		return nil, tooLarge
+	case err != nil:
+		return nil, &transforms.Error{
+			Status:  http.StatusUnsupportedMediaType,
+			Type:    "invalid_request_error",
+			Code:    "unsupported_content_encoding",
+			Message: fmt.Sprintf("the gateway cannot decode a request body with Content-Encoding %q; send it as gzip, zstd or uncompressed", strings.Join(enc, ", ")),
+		}
+	}
+	r.Header.Del("Content-Encoding")
+	return dec, nil
 }
 
 func setBody(r *http.Request, b []byte) {

@@ -43,6 +43,12 @@ type responseWriter struct {
 	buf     bytes.Buffer
 	tooBig  bool
 	written bool
+
+	// The upstream's Content-Encoding when it compressed the body despite
+	// Accept-Encoding: identity, and, in a stream, the decoder the body
+	// goes through first.
+	encoding string
+	dec      *pushDecoder
 }
 
 func (rw *responseWriter) WriteHeader(status int) {
@@ -76,23 +82,37 @@ func (rw *responseWriter) pickMode(status int) writerMode {
 		return modePass
 	}
 	hdr := rw.Header()
-	if ce := hdr.Get("Content-Encoding"); ce != "" && ce != "identity" {
-		rw.h.logger.Warn("upstream response is encoded despite Accept-Encoding: identity; passing it through unmodified",
-			zap.String("content_encoding", ce))
-		return modePass
-	}
 	mt, _, _ := mime.ParseMediaType(hdr.Get("Content-Type"))
+	mode := modePass
 	switch {
 	case mt == "text/event-stream":
-		rw.stream = rw.x.NewStream()
-		if rw.stream == nil {
-			return modePass
+		if rw.stream = rw.x.NewStream(); rw.stream != nil {
+			mode = modeStream
 		}
-		return modeStream
 	case mt == "application/json" || (len(mt) > 5 && mt[len(mt)-5:] == "+json"):
-		return modeBuffer
+		mode = modeBuffer
 	}
-	return modePass
+	if mode == modePass {
+		return mode
+	}
+	// Some upstreams compress whatever the request asked for. Rewriting
+	// needs the decoded bytes, and the client gets them decoded; its own
+	// encode handler compresses them again if it wants.
+	switch ce := hdr.Values("Content-Encoding"); {
+	case len(ce) == 0 || len(ce) == 1 && ce[0] == "identity":
+	case len(ce) == 1 && decodable(ce[0]):
+		rw.encoding = ce[0]
+		hdr.Del("Content-Encoding")
+		hdr.Del("Content-Length")
+		if mode == modeStream {
+			rw.dec = newPushDecoder(rw.encoding, rw.h.MaxBodySize, writerOnly{streamWriter{rw}})
+		}
+	default:
+		rw.h.logger.Warn("upstream response has an encoding the gateway cannot decode; passing it through unmodified",
+			zap.Strings("content_encoding", ce))
+		return modePass
+	}
+	return mode
 }
 
 func (rw *responseWriter) Write(p []byte) (int, error) {
@@ -101,21 +121,14 @@ func (rw *responseWriter) Write(p []byte) (int, error) {
 	}
 	switch rw.mode {
 	case modeStream:
-		err := rw.stream.Write(p)
-		if out := rw.stream.Output(); len(out) > 0 {
-			if _, werr := rw.ResponseWriter.Write(out); werr != nil {
-				return 0, werr
+		if rw.dec != nil {
+			n, err := rw.dec.Write(p)
+			if err != nil && !errors.Is(err, errStreamAborted) {
+				rw.h.logger.Warn("decoding the upstream's stream failed", zap.String("content_encoding", rw.encoding), zap.Error(err))
 			}
+			return n, err
 		}
-		if rw.stream.Stopped() {
-			// The client has the error event; flush it, then fail the copy
-			// so reverse_proxy stops reading (and the provider stops
-			// billing) a stream nobody will see.
-			rw.h.logger.Debug("stream ended by the gateway", zap.Error(err))
-			_ = http.NewResponseController(rw.ResponseWriter).Flush()
-			return len(p), errStreamAborted
-		}
-		return len(p), nil
+		return rw.writeStream(p)
 	case modeBuffer:
 		if rw.tooBig {
 			return len(p), nil
@@ -128,6 +141,37 @@ func (rw *responseWriter) Write(p []byte) (int, error) {
 		return rw.buf.Write(p)
 	}
 	return rw.ResponseWriter.Write(p)
+}
+
+// writeStream feeds decoded stream bytes to the rules.
+func (rw *responseWriter) writeStream(p []byte) (int, error) {
+	err := rw.stream.Write(p)
+	if out := rw.stream.Output(); len(out) > 0 {
+		if _, werr := rw.ResponseWriter.Write(out); werr != nil {
+			return 0, werr
+		}
+	}
+	if rw.stream.Stopped() {
+		// The client has the error event; flush it, then fail the copy
+		// so reverse_proxy stops reading (and the provider stops
+		// billing) a stream nobody will see.
+		rw.h.logger.Debug("stream ended by the gateway", zap.Error(err))
+		_ = http.NewResponseController(rw.ResponseWriter).Flush()
+		return len(p), errStreamAborted
+	}
+	return len(p), nil
+}
+
+// streamWriter is where a stream's decoder writes.
+type streamWriter struct{ rw *responseWriter }
+
+func (w streamWriter) Write(p []byte) (int, error) { return w.rw.writeStream(p) }
+
+// abandon stops a stream's decoder when the response ends without finish.
+func (rw *responseWriter) abandon() {
+	if rw.dec != nil {
+		rw.dec.abandon()
+	}
 }
 
 // ReadFrom routes io.Copy through Write; the embedded wrapper's ReadFrom
@@ -157,6 +201,15 @@ func (rw *responseWriter) Flush() { _ = rw.FlushError() }
 func (rw *responseWriter) finish() error {
 	switch rw.mode {
 	case modeStream:
+		if rw.dec != nil {
+			if err := rw.dec.Close(); err != nil {
+				if errors.Is(err, errStreamAborted) {
+					return nil
+				}
+				rw.h.logger.Warn("decoding the upstream's stream failed", zap.String("content_encoding", rw.encoding), zap.Error(err))
+				return err
+			}
+		}
 		err := rw.stream.Close()
 		if out := rw.stream.Output(); len(out) > 0 {
 			if _, werr := rw.ResponseWriter.Write(out); werr != nil {
@@ -177,21 +230,40 @@ func (rw *responseWriter) finish() error {
 			})
 		}
 		body := rw.buf.Bytes()
-		if out, err := rw.x.RewriteResponse(body); err != nil {
+		if rw.encoding != "" {
+			dec, err := decodeAll(rw.encoding, bytes.NewReader(body), rw.h.MaxBodySize)
+			if err != nil {
+				// Nothing to restore in what cannot be read; the client
+				// gets the upstream's bytes, as it sent them.
+				rw.h.logger.Warn("decoding the upstream's response failed; passing it through unmodified",
+					zap.String("content_encoding", rw.encoding), zap.Error(err))
+				rw.Header().Set("Content-Encoding", rw.encoding)
+				return rw.writeBuffered(body)
+			}
+			body = dec
+		}
+		out, err := rw.x.RewriteResponse(body)
+		if err != nil {
+			// The error may tell how the gateway works inside; it goes to
+			// the log, the client gets a fixed message.
 			rw.h.logger.Error("response rewrite failed", zap.Error(err))
 			metrics.rejections.WithLabelValues("transform_failed").Inc()
 			return writeError(rw.ResponseWriter, &transforms.Error{
-				Status: http.StatusBadGateway, Type: "server_error", Code: "transform_failed", Message: err.Error(),
+				Status: http.StatusBadGateway, Type: "server_error", Code: "transform_failed",
+				Message: "the gateway could not rewrite the upstream's response",
 			})
-		} else {
-			body = out
 		}
-		rw.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		rw.ResponseWriter.WriteHeader(rw.status)
-		_, err := rw.ResponseWriter.Write(body)
-		return err
+		return rw.writeBuffered(out)
 	}
 	return nil
+}
+
+// writeBuffered sends a whole body with its length.
+func (rw *responseWriter) writeBuffered(body []byte) error {
+	rw.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	rw.ResponseWriter.WriteHeader(rw.status)
+	_, err := rw.ResponseWriter.Write(body)
+	return err
 }
 
 // writerOnly hides ReadFrom so io.Copy uses Write.

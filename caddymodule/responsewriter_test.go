@@ -42,13 +42,7 @@ func serve(t *testing.T, h *Handler, body string, next caddyhttp.HandlerFunc) *h
 	t.Helper()
 	req := httptest.NewRequest(http.MethodPost, "/v1/responses", strings.NewReader(body))
 	req.Header.Set("Accept-Encoding", "gzip")
-	repl := caddy.NewReplacer()
-	req = req.WithContext(context.WithValue(req.Context(), caddy.ReplacerCtxKey, repl))
-	rec := httptest.NewRecorder()
-	if err := h.ServeHTTP(rec, req, next); err != nil {
-		t.Fatal(err)
-	}
-	return rec
+	return serveRequest(t, h, req, next)
 }
 
 func TestUpstreamErrorsAndEncodedBodiesPassThrough(t *testing.T) {

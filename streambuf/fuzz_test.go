@@ -35,7 +35,15 @@ func FuzzParser(f *testing.F) {
 	f.Add([]byte("data: x\r\rdata: y\r\r\ndata\n\nretry: 5\n\n"), []byte{1})
 	f.Add([]byte("\n\r\n\r\rdata: tail"), []byte{2, 0})
 	f.Add(responsesStream(12), []byte{5, 11, 2})
+	f.Add([]byte("id: 1\nretry: 300\nevent: a\ndata: b\n\nid:\ndata: c\n\n"), []byte{3})
 	f.Fuzz(func(t *testing.T, in, sizes []byte) {
+		// The id and retry of each event, which a rewrite must keep.
+		var fields []kept
+		var p0 Parser
+		_ = p0.Feed(in, func(e *Event) error {
+			fields = append(fields, keptOf(e))
+			return nil
+		})
 		collect := func(evs *[]rec, out *[]byte) func(*Event) error {
 			return func(e *Event) error {
 				*evs = append(*evs, toRec(e))
@@ -66,8 +74,14 @@ func FuzzParser(f *testing.F) {
 		// Modified events serialise to text that parses back to the same
 		// name and data.
 		var ser []byte
-		for _, r := range whole {
+		for i, r := range whole {
 			e := Event{}
+			if k := fields[i]; k.id != nil {
+				e.ID = []byte(*k.id)
+			}
+			if k := fields[i]; k.retry != nil {
+				e.Retry = []byte(*k.retry)
+			}
 			if !r.nameNil {
 				e.Name = []byte(r.name)
 			}
@@ -77,7 +91,12 @@ func FuzzParser(f *testing.F) {
 			ser = e.AppendTo(ser)
 		}
 		var back []rec
-		if err := p.Feed(ser, func(e *Event) error { back = append(back, toRec(e)); return nil }); err != nil {
+		var backFields []kept
+		if err := p.Feed(ser, func(e *Event) error {
+			back = append(back, toRec(e))
+			backFields = append(backFields, keptOf(e))
+			return nil
+		}); err != nil {
 			t.Fatal(err)
 		}
 		if rest := p.Rest(); len(rest) > 0 || len(back) != len(whole) {
@@ -87,6 +106,9 @@ func FuzzParser(f *testing.F) {
 			a, b := back[i], whole[i]
 			if a.name != b.name || a.nameNil != b.nameNil || a.data != b.data || a.dataNil != b.dataNil {
 				t.Fatalf("reparse #%d: %v, want %v", i, a, b)
+			}
+			if f, g := fields[i], backFields[i]; !sameField(f.id, g.id) || !sameField(f.retry, g.retry) {
+				t.Fatalf("reparse #%d: id/retry %v %v, want %v %v", i, g.id, g.retry, f.id, f.retry)
 			}
 		}
 	})
@@ -179,4 +201,22 @@ func checkArgs(t *testing.T, in, sizes []byte) {
 	} else if json.Valid(in) && (d.Streaming() || len(got) > 0) {
 		t.Fatalf("%q: valid JSON without a string input decoded %q", in, got)
 	}
+}
+
+// kept is the id and retry of an event, nil when absent.
+type kept struct{ id, retry *string }
+
+func keptOf(e *Event) kept {
+	var k kept
+	if e.ID != nil {
+		k.id = new(string(e.ID))
+	}
+	if e.Retry != nil {
+		k.retry = new(string(e.Retry))
+	}
+	return k
+}
+
+func sameField(a, b *string) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }

@@ -23,11 +23,20 @@ type Event struct {
 	// when the event has no data line (comment, keep-alive or retry-only
 	// event); a bare "data:" line gives an empty, non-nil Data.
 	Data []byte
+
+	// ID is the value of the event's last "id:" field (nil when absent; an
+	// empty value, which resets the client's last event ID, is non-nil).
+	// A value with a NUL byte is ignored, as clients ignore it.
+	ID []byte
+
+	// Retry is the value of the event's last "retry:" field, when it is
+	// all ASCII digits (clients ignore any other); nil when absent.
+	Retry []byte
 }
 
 // SetData replaces the payload and marks the event modified (Raw = nil).
-// Fields other than "event" and "data" (id, retry, comments) are not
-// serialised for modified events.
+// A modified event keeps its id and retry fields; comments and unknown
+// fields, which no client acts on, are not serialised.
 func (e *Event) SetData(d []byte) {
 	e.Data = d
 	e.Raw = nil
@@ -45,7 +54,7 @@ func (e *Event) SetName(name []byte) {
 // callback.
 func (e *Event) Clone() *Event {
 	c := &Event{}
-	n := len(e.Raw) + len(e.Name) + len(e.Data)
+	n := len(e.Raw) + len(e.Name) + len(e.Data) + len(e.ID) + len(e.Retry)
 	if n == 0 {
 		// Keep the nil/non-nil distinction, which carries meaning here.
 		if e.Raw != nil {
@@ -56,6 +65,12 @@ func (e *Event) Clone() *Event {
 		}
 		if e.Data != nil {
 			c.Data = []byte{}
+		}
+		if e.ID != nil {
+			c.ID = []byte{}
+		}
+		if e.Retry != nil {
+			c.Retry = []byte{}
 		}
 		return c
 	}
@@ -71,12 +86,17 @@ func (e *Event) Clone() *Event {
 	c.Raw = take(e.Raw)
 	c.Name = take(e.Name)
 	c.Data = take(e.Data)
+	c.ID = take(e.ID)
+	c.Retry = take(e.Retry)
 	return c
 }
 
 // AppendTo appends the wire form of e to dst and returns the extended slice:
-// Raw when set; otherwise "event: <Name>\n" (only if Name != nil), then one
-// "data: <line>\n" per line of Data, then the blank line "\n".
+// Raw when set; otherwise "event: <Name>\n" (only if Name != nil), "id:" and
+// "retry:" lines (only if ID or Retry != nil), then one "data: <line>\n" per
+// line of Data, then the blank line "\n". An ID or Retry holding a line
+// break, which only a caller can put there, is left out rather than break
+// the framing.
 //
 // Data is split on "\n"; "\r\n" and "\r" also count as line breaks there,
 // because writing them raw would break the framing for every reader.
@@ -89,6 +109,8 @@ func (e *Event) AppendTo(dst []byte) []byte {
 		dst = append(dst, e.Name...)
 		dst = append(dst, '\n')
 	}
+	dst = appendField(dst, "id: ", e.ID)
+	dst = appendField(dst, "retry: ", e.Retry)
 	if e.Data != nil {
 		d := e.Data
 		cr := bytes.IndexByte(d, '\r') >= 0
@@ -108,6 +130,17 @@ func (e *Event) AppendTo(dst []byte) []byte {
 			d = d[n+skip:]
 		}
 	}
+	return append(dst, '\n')
+}
+
+// appendField appends one "<prefix><value>\n" line unless v is nil or would
+// break the line.
+func appendField(dst []byte, prefix string, v []byte) []byte {
+	if v == nil || bytes.IndexAny(v, "\r\n") >= 0 {
+		return dst
+	}
+	dst = append(dst, prefix...)
+	dst = append(dst, v...)
 	return append(dst, '\n')
 }
 
@@ -138,8 +171,8 @@ func lineBreak(d []byte) (int, int) {
 // blank line is delivered as an event whose Raw is just that line.
 // Fields are parsed as the WHATWG SSE specification says: one optional
 // space after the colon is stripped and a line without a colon is a field
-// with an empty value. Only "event" and "data" are exposed; other fields
-// remain in Raw. A leading byte order mark is not stripped.
+// with an empty value. "event", "data", "id" and "retry" are exposed; other
+// fields remain in Raw. A leading byte order mark is not stripped.
 //
 // The zero Parser is ready to use. It is not safe for concurrent use.
 type Parser struct {
@@ -329,7 +362,24 @@ func (p *Parser) field(line []byte) {
 		}
 	case "event":
 		p.ev.Name = val[:len(val):len(val)]
+	case "id":
+		if bytes.IndexByte(val, 0) < 0 {
+			p.ev.ID = val[:len(val):len(val)]
+		}
+	case "retry":
+		if len(val) > 0 && allDigits(val) {
+			p.ev.Retry = val[:len(val):len(val)]
+		}
 	}
+}
+
+func allDigits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // splitField splits a line into field name and value as the SSE

@@ -387,3 +387,30 @@ func responsesStream(n int) []byte {
 	add("response.completed", `,"response":{"id":"resp_1","object":"response","status":"completed","output":[],"usage":{"input_tokens":82,"output_tokens":17,"total_tokens":99}}`)
 	return b
 }
+
+// TestRewrittenEventKeepsIDAndRetry: an event rewritten by a rule still
+// tells the client its id and retry delay.
+func TestRewrittenEventKeepsIDAndRetry(t *testing.T) {
+	var p Parser
+	var got []byte
+	in := "id: 7\nretry: 3000\nevent: a\ndata: x\n\nid:\nretry: soon\ndata: y\n\nid: a\x00b\ndata: z\n\n"
+	err := p.Feed([]byte(in), func(e *Event) error {
+		c := e.Clone()
+		c.SetData(append([]byte("new "), c.Data...))
+		got = c.AppendTo(got)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An empty id resets the client's last event id and so stays; a retry
+	// that is not a number and an id with a NUL are what clients ignore.
+	want := "event: a\nid: 7\nretry: 3000\ndata: new x\n\nid: \ndata: new y\n\ndata: new z\n\n"
+	if string(got) != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	e := Event{ID: []byte("1\n2"), Retry: []byte("5"), Data: []byte("d")}
+	if out := string(e.AppendTo(nil)); out != "retry: 5\ndata: d\n\n" {
+		t.Fatalf("line break in id: %q", out)
+	}
+}

@@ -46,6 +46,11 @@ type Stream struct {
 	stopped  bool
 	echo     bool // lifecycle events get the client's tools back
 	scratch  []byte
+
+	// The upstream event being handled. Rules build new events rather
+	// than edit the one they get; what they write while handling it
+	// carries its id and retry.
+	cur *Event
 }
 
 // NewStream prepares the stream rules bound to x. It returns nil when no
@@ -131,7 +136,10 @@ func (s *Stream) handle(ev *Event) error {
 	if ev.Data != nil {
 		s.dataOnly = ev.Name == nil
 	}
-	return s.push(0, ev)
+	s.cur = ev
+	err := s.push(0, ev)
+	s.cur = nil
+	return err
 }
 
 func (s *Stream) push(i int, ev *Event) error {
@@ -204,6 +212,18 @@ func (s *Stream) write(ev *Event) {
 				s.seq++
 			}
 		}
+	}
+	if ev.Raw == nil && s.cur != nil && (s.cur.ID != nil && ev.ID == nil || s.cur.Retry != nil && ev.Retry == nil) {
+		// A copy: a stage may emit the same event again after the
+		// upstream event, whose bytes these alias, is gone.
+		c := *ev
+		if c.ID == nil {
+			c.ID = s.cur.ID
+		}
+		if c.Retry == nil {
+			c.Retry = s.cur.Retry
+		}
+		ev = &c
 	}
 	if ev.Raw == nil {
 		switch {

@@ -31,9 +31,10 @@ func (providerOnly) RewriteRequest(_ *transforms.Exchange, b []byte) ([]byte, er
 func (providerOnly) Scopes() transforms.Scope                                        { return transforms.ScopeProvider }
 
 const (
-	teamAKey = "sk-team-a-0c9f3e7d51b2"
-	teamBKey = "sk-team-b-77aa01c4e9d3"
-	wrongKey = "sk-wrong-5e6f7a8b9c0d"
+	// 32 characters at least: the Caddyfile refuses shorter keys.
+	teamAKey = "sk-team-a-0c9f3e7d51b2a84f6e1d9c3b"
+	teamBKey = "sk-team-b-77aa01c4e9d3f52b08a6c1e7"
+	wrongKey = "sk-wrong-5e6f7a8b9c0d4e1f2a3b5c6d"
 )
 
 // scopedConfig has a rule in every scope. All of them write "tier", so the
@@ -124,6 +125,19 @@ func TestScopeOrder(t *testing.T) {
 				t.Fatalf("explain:\n got %s\nwant %s", got, tc.explain)
 			}
 		})
+	}
+}
+
+// TestAmbiguousKeyThroughCaddy: a junk Authorization next to the caller's
+// X-Api-Key is refused, not read as "no key", which would drop the key's
+// rules.
+func TestAmbiguousKeyThroughCaddy(t *testing.T) {
+	t.Setenv("OPERATE_TEAM_A_KEY", teamAKey)
+	up := startUpstream(t, &fakeUpstream{})
+	newTester(t).InitServer(scopedConfig(up, "", ""), "caddyfile")
+	resp, body := post(t, "/v1/responses", toolRequest, "Authorization: Basic junk", "X-Api-Key: "+teamAKey)
+	if resp.StatusCode != http.StatusUnauthorized || gjson.Get(body, "error.code").String() != "ambiguous_api_key" {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
 }
 
