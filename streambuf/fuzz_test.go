@@ -86,7 +86,7 @@ func FuzzParser(f *testing.F) {
 				e.Name = []byte(r.name)
 			}
 			if !r.dataNil {
-				e.SetData([]byte(r.data))
+				e.Data = []byte(r.data)
 			}
 			ser = e.AppendTo(ser)
 		}

@@ -34,63 +34,6 @@ type Event struct {
 	Retry []byte
 }
 
-// SetData replaces the payload and marks the event modified (Raw = nil).
-// A modified event keeps its id and retry fields; comments and unknown
-// fields, which no client acts on, are not serialised.
-func (e *Event) SetData(d []byte) {
-	e.Data = d
-	e.Raw = nil
-}
-
-// SetName replaces the event name (nil drops the "event:" line) and marks
-// the event modified (Raw = nil).
-func (e *Event) SetName(name []byte) {
-	e.Name = name
-	e.Raw = nil
-}
-
-// Clone returns a deep copy of e whose slices do not alias e's, in a single
-// allocation. Use it to keep an event delivered by Parser.Feed beyond the
-// callback.
-func (e *Event) Clone() *Event {
-	c := &Event{}
-	n := len(e.Raw) + len(e.Name) + len(e.Data) + len(e.ID) + len(e.Retry)
-	if n == 0 {
-		// Keep the nil/non-nil distinction, which carries meaning here.
-		if e.Raw != nil {
-			c.Raw = []byte{}
-		}
-		if e.Name != nil {
-			c.Name = []byte{}
-		}
-		if e.Data != nil {
-			c.Data = []byte{}
-		}
-		if e.ID != nil {
-			c.ID = []byte{}
-		}
-		if e.Retry != nil {
-			c.Retry = []byte{}
-		}
-		return c
-	}
-	buf := make([]byte, 0, n)
-	take := func(s []byte) []byte {
-		if s == nil {
-			return nil
-		}
-		start := len(buf)
-		buf = append(buf, s...)
-		return buf[start:len(buf):len(buf)]
-	}
-	c.Raw = take(e.Raw)
-	c.Name = take(e.Name)
-	c.Data = take(e.Data)
-	c.ID = take(e.ID)
-	c.Retry = take(e.Retry)
-	return c
-}
-
 // AppendTo appends the wire form of e to dst and returns the extended slice:
 // Raw when set; otherwise "event: <Name>\n" (only if Name != nil), "id:" and
 // "retry:" lines (only if ID or Retry != nil), then one "data: <line>\n" per

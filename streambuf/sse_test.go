@@ -270,8 +270,7 @@ func TestEventAppendTo(t *testing.T) {
 		{nil, nil, "\n"},
 	}
 	for _, tt := range tests {
-		e := Event{Raw: []byte("stale"), Name: tt.name}
-		e.SetData(tt.data)
+		e := Event{Name: tt.name, Data: tt.data}
 		got := string(e.AppendTo([]byte("prefix|")))
 		if got != "prefix|"+tt.want {
 			t.Errorf("AppendTo(%q, %q) = %q, want %q", tt.name, tt.data, got, "prefix|"+tt.want)
@@ -293,44 +292,6 @@ func TestEventAppendTo(t *testing.T) {
 	e := Event{Raw: []byte("event: a\ndata: b\n\n"), Name: []byte("ignored")}
 	if got := string(e.AppendTo(nil)); got != "event: a\ndata: b\n\n" {
 		t.Errorf("raw AppendTo = %q", got)
-	}
-	e.SetName([]byte("c"))
-	if e.Raw != nil {
-		t.Error("SetName kept Raw")
-	}
-}
-
-func TestEventClone(t *testing.T) {
-	var p Parser
-	var kept []*Event
-	in := []byte("event: a\ndata: 1\ndata: 2\n\n: c\n\ndata:\n\n")
-	for i := range in {
-		err := p.Feed(in[i:i+1], func(e *Event) error {
-			kept = append(kept, e.Clone())
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	clear(in) // clones must not alias the input
-	want := []rec{
-		ev("event: a\ndata: 1\ndata: 2\n\n", "a", "1\n2"),
-		ev(": c\n\n", "<nil>", "<nil>"),
-		ev("data:\n\n", "<nil>", ""),
-	}
-	var got []rec
-	for _, e := range kept {
-		got = append(got, toRec(e))
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("clones\n got %v\nwant %v", got, want)
-	}
-	if c := (&Event{}).Clone(); c.Raw != nil || c.Name != nil || c.Data != nil {
-		t.Errorf("clone of zero event: %v", toRec(c))
-	}
-	if c := (&Event{Data: []byte{}}).Clone(); c.Data == nil {
-		t.Error("clone lost empty data")
 	}
 }
 
@@ -395,8 +356,8 @@ func TestRewrittenEventKeepsIDAndRetry(t *testing.T) {
 	var got []byte
 	in := "id: 7\nretry: 3000\nevent: a\ndata: x\n\nid:\nretry: soon\ndata: y\n\nid: a\x00b\ndata: z\n\n"
 	err := p.Feed([]byte(in), func(e *Event) error {
-		c := e.Clone()
-		c.SetData(append([]byte("new "), c.Data...))
+		c := *e
+		c.Raw, c.Data = nil, append([]byte("new "), e.Data...)
 		got = c.AppendTo(got)
 		return nil
 	})
