@@ -22,15 +22,15 @@ func init() {
 // reads it when it is provisioned and runs its own rules, then the global
 // ones, then those of the caller's key.
 type App struct {
-	// Rules run on every request of every llm_transform handler, after the
-	// handler's own rules.
+	// Rules that run on every request of every llm_transform handler,
+	// after the handler's own rules (and before them on the way back).
 	Rules []transforms.RuleConfig `json:"rules,omitempty"`
 
-	// APIKeys binds rules to callers. A request whose key matches runs
-	// them after the global rules; other requests do not.
+	// Rules bound to callers. A request whose key matches runs them after
+	// the global rules; other requests do not.
 	APIKeys []APIKeyRules `json:"api_keys,omitempty"`
 
-	// KeySources lists where a caller's key is read: "authorization"
+	// Where a caller's key is read: "authorization"
 	// takes the token of an `Authorization: Bearer` header; any other
 	// entry names a header whose whole value is the key. When several are
 	// present they must agree, and none may repeat: a request whose
@@ -45,14 +45,14 @@ type App struct {
 // APIKeyRules is the rules of one caller key. The key itself is never
 // stored: only its SHA-256.
 type APIKeyRules struct {
-	// KeySHA256 is the lowercase hex SHA-256 of the key, e.g. the output of
+	// The lowercase hex SHA-256 of the key, e.g. the output of
 	// `printf %s "$KEY" | sha256sum`. The Caddyfile computes it from the key.
 	// The hash is unsalted and the config is readable through the admin
 	// endpoint, so it keeps only a high-entropy key secret: use a random
 	// key of 32 characters or more, which the Caddyfile requires.
 	KeySHA256 string `json:"key_sha256"`
 
-	// Rules run, in order, on requests that carry this key.
+	// The rules of requests that carry this key, in request order.
 	Rules []transforms.RuleConfig `json:"rules,omitempty"`
 }
 

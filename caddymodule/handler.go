@@ -38,21 +38,21 @@ const (
 // upstream's tool calls on the way back, in JSON bodies and SSE streams.
 // Traffic no rule touches passes through byte for byte.
 type Handler struct {
-	// Protocol is the API the routed requests speak: "responses",
+	// The API the routed requests speak: "responses",
 	// "chat_completions", or "auto" (the default), which picks by the path
 	// suffix /responses or /chat/completions and passes anything else
 	// through untouched.
 	Protocol string `json:"protocol,omitempty"`
 
-	// MaxBodySize caps request bodies read for rewriting, and non-streaming
-	// response bodies buffered for rewriting, in bytes; for a compressed
+	// The most bytes of a request body read for rewriting, and of a non-streaming
+	// response body buffered for rewriting; for a compressed
 	// body it caps both the bytes received and the bytes decoded. A request
 	// that announces a larger body is refused with 413 before its body is
 	// read, and one that turns out larger when it is read. Must be positive;
 	// 0, the same as absent, means the default: 32 MiB.
 	MaxBodySize int64 `json:"max_body_size,omitempty"`
 
-	// MaxCallBuffer caps the argument bytes held for one converted tool call
+	// The most argument bytes held for one converted tool call
 	// in a stream. A call that grows past it ends the stream with an error
 	// event whose code is max_call_buffer_exceeded. Must be positive; 0,
 	// the same as absent, means the default: 8 MiB.
@@ -65,7 +65,7 @@ type Handler struct {
 	// after every rule nearer the upstream has undone theirs.
 	Rules []transforms.RuleConfig `json:"rules,omitempty"`
 
-	// Explain adds an X-LLM-Transform-Explain response header that sums up
+	// Adds an X-LLM-Transform-Explain response header that sums up
 	// what the rules did to the request: the rules applied, the counts of
 	// converted and restored calls, and the decisions taken. It shows tool
 	// names, never bodies or keys. Default: false.
