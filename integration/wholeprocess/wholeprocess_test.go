@@ -269,9 +269,12 @@ func serveUpstream(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	rc := http.NewResponseController(w)
-	for _, e := range evs {
+	for i, e := range evs {
 		_, _ = w.Write(e)
 		_ = rc.Flush()
+		if i == 0 && r.Header.Get("X-Bench-Gap") != "" {
+			time.Sleep(20 * time.Millisecond) // a first event must not wait for the next
+		}
 	}
 }
 
@@ -376,7 +379,7 @@ func escapeHeavyRequest(b *testing.B) ([]byte, int) {
 
 // post sends body to p with the case header and returns the response; the
 // caller reads and closes it.
-func post(b *testing.B, p *proc, kase string, body []byte, check bool) *http.Response {
+func post(b *testing.B, p *proc, kase string, body []byte, extra ...string) *http.Response {
 	req, err := http.NewRequest(http.MethodPost, p.url+"/v1/responses", bytes.NewReader(body))
 	if err != nil {
 		b.Fatal(err)
@@ -384,8 +387,8 @@ func post(b *testing.B, p *proc, kase string, body []byte, check bool) *http.Res
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer test")
 	req.Header.Set("X-Bench-Case", kase)
-	if check {
-		req.Header.Set("X-Bench-Check", "1")
+	for _, h := range extra {
+		req.Header.Set(h, "1")
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -400,7 +403,7 @@ func post(b *testing.B, p *proc, kase string, body []byte, check bool) *http.Res
 }
 
 func fetch(b *testing.B, p *proc, kase string, body []byte) []byte {
-	resp := post(b, p, kase, body, false)
+	resp := post(b, p, kase, body)
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	if err != nil {
@@ -508,7 +511,7 @@ func BenchmarkRequest(b *testing.B) {
 	setup(b)
 	doc, calls := escapeHeavyRequest(b)
 	for _, p := range []*proc{procA, procB} {
-		resp := post(b, p, "request", doc, true)
+		resp := post(b, p, "request", doc, "X-Bench-Check")
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if want := p == procA; resp.Header.Get("X-Saw-Custom") != strconv.FormatBool(want) {
@@ -566,9 +569,9 @@ func threadCPU() time.Duration {
 func BenchmarkTTFB(b *testing.B) {
 	setup(b)
 	initStreams()
-	first := func(p *proc) time.Duration {
+	first := func(p *proc, extra ...string) time.Duration {
 		t0 := time.Now()
-		resp := post(b, p, "ttfb", streamBody, false)
+		resp := post(b, p, "ttfb", streamBody, extra...)
 		defer resp.Body.Close()
 		br := bufio.NewReaderSize(resp.Body, 64<<10)
 		if _, err := br.ReadByte(); err != nil {
@@ -582,7 +585,16 @@ func BenchmarkTTFB(b *testing.B) {
 		first(procA)
 		first(procB)
 	}
+	// With a 20 ms pause after the upstream's first event, the first byte
+	// must still come at once: nothing holds an event back for the next.
+	var ga, gb []time.Duration
+	for i := 0; i < 5; i++ {
+		ga = append(ga, first(procA, "X-Bench-Gap"))
+		gb = append(gb, first(procB, "X-Bench-Gap"))
+	}
+	profile(b, "ttfb", func(p *proc) { first(p) })
 	var da, db []time.Duration
+	a0, b0 := procA.cpu(b), procB.cpu(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if i%2 == 0 {
@@ -594,10 +606,13 @@ func BenchmarkTTFB(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	reportCPU(b, procA.cpu(b)-a0, procB.cpu(b)-b0)
 	ma, mb := median(da), median(db)
 	b.ReportMetric(float64(ma.Nanoseconds())/1e3, "A_ttfb_us")
 	b.ReportMetric(float64(mb.Nanoseconds())/1e3, "B_ttfb_us")
 	b.ReportMetric(float64(mb)/float64(ma), "ttfb_ratio")
+	b.ReportMetric(float64(median(ga).Nanoseconds())/1e3, "A_gap_ttfb_us")
+	b.ReportMetric(float64(median(gb).Nanoseconds())/1e3, "B_gap_ttfb_us")
 }
 
 func median(d []time.Duration) time.Duration {
