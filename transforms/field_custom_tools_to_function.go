@@ -328,7 +328,10 @@ func (p *customPlan) functionBody(dst []byte, obj jsonspan.Span, name string, fl
 // function items, and call_id is what correlates the pair.
 func (p *customPlan) responsesHistoryCall(n *ToolNode) []byte {
 	doc := p.w.Doc
-	w := jsonspan.NewObj(make([]byte, 0, n.End-n.Start+64))
+	// Room for the input quoted once more: an escape-heavy patch grows by a
+	// byte per quote, backslash or newline, and a buffer grown by doubling
+	// mid-append is garbage the size of the call.
+	w := jsonspan.NewObj(make([]byte, 0, (n.End-n.Start)*5/4+64))
 	input := jsonspan.NoSpan()
 	jsonspan.Retype(&w, doc, n.obj(), "function_call", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
 		switch {

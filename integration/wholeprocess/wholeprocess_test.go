@@ -1,0 +1,665 @@
+// Package wholeprocess measures llm_transform from outside, as the OS sees
+// it: two Caddy processes started from this one test binary, process A with
+// a plain reverse_proxy route and process B with the same route behind
+// llm_transform, driven with the same load, their CPU time read from
+// /proc/<pid>/stat.
+//
+// All the work is in Benchmark functions, so `go test ./...` only compiles
+// this package:
+//
+//	go test -run '^$' -bench . -benchtime=100x ./integration/wholeprocess/
+//
+// With LLMT_WP_PROFILE=<dir> each benchmark first drives its load for
+// LLMT_WP_PROFILE_SECONDS (default 10) while it fetches a CPU profile of both
+// processes from their admin endpoints, written to <dir>/<case>-{A,B}.pprof.
+package wholeprocess
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/caddyserver/caddy/v2"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+	"github.com/tidwall/gjson"
+
+	_ "github.com/llmtransform/caddy-llm-transform"
+	"github.com/llmtransform/caddy-llm-transform/transforms"
+)
+
+// The test binary doubles as the Caddy binary: with envCaddy set it runs
+// `caddy run` on the Caddyfile named by envConfig and never returns.
+const (
+	envCaddy  = "LLMT_CADDY"
+	envConfig = "LLMT_CADDY_CONFIG"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envCaddy) == "1" {
+		os.Args = []string{"caddy", "run", "--config", os.Getenv(envConfig), "--adapter", "caddyfile"}
+		caddycmd.Main()
+		return
+	}
+	code := m.Run()
+	stopAll()
+	os.Exit(code)
+}
+
+// proc is one Caddy process.
+type proc struct {
+	name  string
+	cmd   *exec.Cmd
+	url   string // the site, http://127.0.0.1:port
+	admin string // the admin endpoint, http://127.0.0.1:port
+	dir   string
+	done  chan struct{}
+}
+
+// cpu is the process's user+system CPU time so far, all threads, from
+// /proc/<pid>/stat, in clock ticks (1/100 s on Linux).
+func (p *proc) cpu(tb testing.TB) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// Fields after the command name, which is in parentheses and may hold
+	// spaces: state is field 3, utime 14, stime 15.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	ut, err1 := strconv.ParseInt(f[14-3], 10, 64)
+	st, err2 := strconv.ParseInt(f[15-3], 10, 64)
+	if err1 != nil || err2 != nil {
+		tb.Fatalf("unreadable /proc stat: %q", raw)
+	}
+	return ut + st
+}
+
+const ticksPerSecond = 100 // USER_HZ, fixed at 100 on Linux for /proc
+
+var (
+	setupOnce sync.Once
+	setupErr  error
+	procA     *proc // plain reverse_proxy
+	procB     *proc // llm_transform in front of the same reverse_proxy
+	upstream  *httptest.Server
+	client    = &http.Client{Transport: &http.Transport{
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 4,
+	}}
+	started []*proc
+	mu      sync.Mutex
+)
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startCaddy runs this binary as Caddy with route as the site's body and
+// waits until the site answers.
+func startCaddy(name, route string) (*proc, error) {
+	if runtime.GOOS != "linux" {
+		return nil, errors.New("needs Linux /proc")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	adminPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "llmt-wholeprocess-"+name+"-")
+	if err != nil {
+		return nil, err
+	}
+	conf := fmt.Sprintf(`{
+	admin 127.0.0.1:%d
+	persist_config off
+	auto_https off
+	skip_install_trust
+	grace_period 1ns
+	log {
+		level WARN
+	}
+}
+:%d {
+%s
+}
+`, adminPort, port, route)
+	cfg := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(dir, "caddy.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), envCaddy+"=1", envConfig+"="+cfg,
+		"HOME="+dir, "XDG_CONFIG_HOME="+dir, "XDG_DATA_HOME="+dir)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Killed with this process too, should it die without stopAll.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	p := &proc{name: name, cmd: cmd, dir: dir, done: make(chan struct{}),
+		url: fmt.Sprintf("http://127.0.0.1:%d", port), admin: fmt.Sprintf("http://127.0.0.1:%d", adminPort)}
+	mu.Lock()
+	started = append(started, p)
+	mu.Unlock()
+	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case <-p.done:
+			log, _ := os.ReadFile(logf.Name())
+			return nil, fmt.Errorf("caddy %s exited: %s", name, log)
+		default:
+		}
+		if resp, err := client.Get(p.url + "/ready"); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return p, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("caddy %s not ready after 30s", name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func stopAll() {
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range started {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		_ = os.RemoveAll(p.dir)
+	}
+	started = nil
+	if upstream != nil {
+		upstream.Close()
+	}
+}
+
+// setup starts the canned upstream and both Caddy processes once for the
+// whole benchmark binary; TestMain stops them.
+func setup(b *testing.B) {
+	b.Helper()
+	setupOnce.Do(func() {
+		upstream = httptest.NewServer(http.HandlerFunc(serveUpstream))
+		up := strings.TrimPrefix(upstream.URL, "http://")
+		procA, setupErr = startCaddy("A", "\treverse_proxy "+up)
+		if setupErr != nil {
+			return
+		}
+		procB, setupErr = startCaddy("B", `	llm_transform {
+		rule field_custom_tools_to_function {
+			names *
+		}
+	}
+	reverse_proxy `+up)
+	})
+	if setupErr != nil {
+		b.Fatal(setupErr)
+	}
+}
+
+// The upstream answers at once with canned bytes chosen by X-Bench-Case;
+// with X-Bench-Check it also says whether the body it got still had a
+// custom tool call in it.
+var (
+	streamOnce  sync.Once
+	streamEvs   [][]byte
+	ttfbEvs     [][]byte
+	tinyJSON    = []byte(`{"id":"resp_1","object":"response","status":"completed","model":"m","output":[{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"ok"}]}]}`)
+	streamBody  = []byte(`{"model":"m","stream":true,"tools":[{"type":"custom","name":"apply_patch"},{"type":"function","name":"exec_command","parameters":{"type":"object"}}],"input":"Edit the files"}`)
+	requestOnce sync.Once
+	requestDoc  []byte
+	requestN    int
+)
+
+func serveUpstream(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("X-Bench-Check") != "" {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Saw-Custom", strconv.FormatBool(bytes.Contains(body, []byte(`"custom_tool_call"`)) || bytes.Contains(body, []byte(`"type":"custom"`))))
+	} else {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}
+	var evs [][]byte
+	switch r.Header.Get("X-Bench-Case") {
+	case "stream":
+		evs = streamEvs
+	case "ttfb":
+		evs = ttfbEvs
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(tinyJSON)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	rc := http.NewResponseController(w)
+	for i, e := range evs {
+		_, _ = w.Write(e)
+		_ = rc.Flush()
+		if i == 0 && r.Header.Get("X-Bench-Gap") != "" {
+			time.Sleep(20 * time.Millisecond) // a first event must not wait for the next
+		}
+	}
+}
+
+func jsonString(s string) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return strings.TrimSuffix(buf.String(), "\n")
+}
+
+// escapeHeavyPatch is an apply_patch input whose every line has quotes,
+// backslashes and non-ASCII text.
+func escapeHeavyPatch(i, lines int) string {
+	var p strings.Builder
+	fmt.Fprintf(&p, "*** Begin Patch\n*** Update File: src/módulo_%d.py\n@@ def grüße():\n", i)
+	for k := 0; k < lines; k++ {
+		fmt.Fprintf(&p, "-    print(\"Hallo \\\"%d\\\"\", r\"C:\\temp\\alt_%d\") # naïve\n", k, k)
+		fmt.Fprintf(&p, "+    print(\"Grüße, \\\"Welt\\\" — %d 🦀\", r\"C:\\Users\\José\\neu_%d\") # ça\n", k, k)
+	}
+	p.WriteString("*** End Patch\n")
+	return p.String()
+}
+
+// streamEvents renders a Responses stream of about 2.3k events: text deltas,
+// one apply_patch function call (a converted custom tool) whose arguments
+// arrive in about a thousand small deltas, and one native exec_command call.
+func streamEvents(textDeltas, patchLines int) [][]byte {
+	var evs [][]byte
+	seq := 0
+	ev := func(format string, a ...any) {
+		data := fmt.Sprintf(format, a...)
+		typ := gjson.Get(data, "type").String()
+		evs = append(evs, []byte("event: "+typ+"\ndata: "+data+"\n\n"))
+		seq++
+	}
+	ev(`{"type":"response.created","sequence_number":%d,"response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}`, seq)
+	ev(`{"type":"response.output_item.added","sequence_number":%d,"output_index":0,"item":{"id":"msg_1","type":"message","status":"in_progress","role":"assistant","content":[]}}`, seq)
+	for k := 0; k < textDeltas; k++ {
+		ev(`{"type":"response.output_text.delta","sequence_number":%d,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"some streamed words ","logprobs":[],"obfuscation":"abcdefgh"}`, seq)
+	}
+	ev(`{"type":"response.output_item.done","sequence_number":%d,"output_index":0,"item":{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[]}}`, seq)
+	call := func(oi int, id, callID, name, args string) {
+		ev(`{"type":"response.output_item.added","sequence_number":%d,"output_index":%d,"item":{"id":"%s","type":"function_call","status":"in_progress","arguments":"","call_id":"%s","name":"%s"}}`, seq, oi, id, callID, name)
+		for i := 0; i < len(args); {
+			j := min(i+12, len(args))
+			for j < len(args) && args[j]&0xC0 == 0x80 { // keep runes whole
+				j++
+			}
+			ev(`{"type":"response.function_call_arguments.delta","sequence_number":%d,"item_id":"%s","output_index":%d,"delta":%s,"obfuscation":"abc"}`, seq, id, oi, jsonString(args[i:j]))
+			i = j
+		}
+		ev(`{"type":"response.function_call_arguments.done","sequence_number":%d,"item_id":"%s","output_index":%d,"arguments":%s}`, seq, id, oi, jsonString(args))
+		ev(`{"type":"response.output_item.done","sequence_number":%d,"output_index":%d,"item":{"id":"%s","type":"function_call","status":"completed","arguments":%s,"call_id":"%s","name":"%s"}}`, seq, oi, id, jsonString(args), callID, name)
+	}
+	call(1, "fc_1", "call_1", "apply_patch", `{"input":`+jsonString(escapeHeavyPatch(1, patchLines))+`}`)
+	call(2, "fc_2", "call_2", "exec_command", `{"cmd":`+jsonString(strings.Repeat(`grep -rn "naïve \"x\"" C:\\src | head; `, 40))+`}`)
+	ev(`{"type":"response.completed","sequence_number":%d,"response":{"id":"resp_1","object":"response","status":"completed","output":[]}}`, seq)
+	return evs
+}
+
+func initStreams() {
+	streamOnce.Do(func() {
+		streamEvs = streamEvents(1000, 92)
+		ttfbEvs = streamEvents(20, 2)
+	})
+}
+
+// escapeHeavyRequest builds a ~1 MB Codex-like Responses request around the
+// real Codex turn-1 body (as transforms' codexLikeRequest does), with 244
+// rounds of history: a message, encrypted reasoning, an apply_patch custom
+// call whose patch has quotes, backslashes and non-ASCII text on every line,
+// its output, and an exec_command function call with a long output.
+func escapeHeavyRequest(b *testing.B) ([]byte, int) {
+	requestOnce.Do(func() {
+		raw, err := os.ReadFile("../../transforms/testdata/codex-request.json")
+		if err != nil {
+			b.Fatal(err)
+		}
+		compact := gjson.ParseBytes(raw).Get("@ugly").Raw
+		input := gjson.Get(compact, "input")
+		inputEnd := input.Index + len(input.Raw) - 1 // the closing ]
+		output := jsonString(strings.Repeat("Chunk ID: 1\nOutput:\nREADME.md\nsrc/módulo.py \"quoted\" \\ path ✓\n", 18))
+		var hist strings.Builder
+		for i := 0; i < 244; i++ {
+			id := fmt.Sprintf("call_%d", i)
+			fmt.Fprintf(&hist, `,{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Working on step %s: \"naïve\" C:\\src"}]}`, id)
+			fmt.Fprintf(&hist, `,{"type":"reasoning","summary":[],"encrypted_content":"%s"}`, strings.Repeat("gAAAAB", 100))
+			fmt.Fprintf(&hist, `,{"type":"custom_tool_call","id":"ctc_%s","status":"completed","call_id":"%s","name":"apply_patch","input":%s}`, id, id, jsonString(escapeHeavyPatch(i, 8)))
+			fmt.Fprintf(&hist, `,{"type":"custom_tool_call_output","id":"ctco_%s","call_id":"%s","output":"Success. Updated the following files:\nM src/módulo_%d.py\n"}`, id, id, i)
+			fmt.Fprintf(&hist, `,{"type":"function_call","call_id":"%sx","name":"exec_command","arguments":%s}`, id, jsonString(`{"cmd":"rg -n \"naïve\" C:\\src"}`))
+			fmt.Fprintf(&hist, `,{"type":"function_call_output","call_id":"%sx","output":%s}`, id, output)
+		}
+		requestDoc = []byte(compact[:inputEnd] + hist.String() + compact[inputEnd:])
+		requestN = 244
+		if !json.Valid(requestDoc) {
+			b.Fatal("generated request is not JSON")
+		}
+	})
+	return requestDoc, requestN
+}
+
+// post sends body to p with the case header and returns the response; the
+// caller reads and closes it.
+func post(b *testing.B, p *proc, kase string, body []byte, extra ...string) *http.Response {
+	req, err := http.NewRequest(http.MethodPost, p.url+"/v1/responses", bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer test")
+	req.Header.Set("X-Bench-Case", kase)
+	for _, h := range extra {
+		req.Header.Set(h, "1")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		b.Fatalf("%s: %s: %s", p.name, resp.Status, msg)
+	}
+	return resp
+}
+
+func fetch(b *testing.B, p *proc, kase string, body []byte) []byte {
+	resp := post(b, p, kase, body)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+// measure runs one request to each process per iteration, alternating which
+// goes first, and returns each process's CPU ticks over the loop.
+func measure(b *testing.B, one func(p *proc)) (ticksA, ticksB int64) {
+	a0, b0 := procA.cpu(b), procB.cpu(b)
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			one(procA)
+			one(procB)
+		} else {
+			one(procB)
+			one(procA)
+		}
+	}
+	return procA.cpu(b) - a0, procB.cpu(b) - b0
+}
+
+func reportCPU(b *testing.B, ticksA, ticksB int64) {
+	b.ReportMetric(float64(ticksA)*1e3/ticksPerSecond/float64(b.N), "A_cpu_ms/op")
+	b.ReportMetric(float64(ticksB)*1e3/ticksPerSecond/float64(b.N), "B_cpu_ms/op")
+	if ticksA < 100 {
+		b.Logf("only %d clock ticks of CPU in A: raise -benchtime for a steadier ratio", ticksA)
+	}
+}
+
+// profile, when LLMT_WP_PROFILE names a directory, drives load at both
+// processes while it fetches a CPU profile of each from its admin endpoint.
+var profiled sync.Map
+
+func profile(b *testing.B, kase string, one func(p *proc)) {
+	dir := os.Getenv("LLMT_WP_PROFILE")
+	if dir == "" {
+		return
+	}
+	if _, done := profiled.LoadOrStore(kase, true); done {
+		return
+	}
+	secs := 10
+	if s, err := strconv.Atoi(os.Getenv("LLMT_WP_PROFILE_SECONDS")); err == nil && s > 0 {
+		secs = s
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, p := range []*proc{procA, procB} {
+		wg.Go(func() {
+			resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", p.admin, secs))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer resp.Body.Close()
+			data, err := io.ReadAll(resp.Body)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, kase+"-"+p.name+".pprof"), data, 0o644)
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	stop := time.Now().Add(time.Duration(secs)*time.Second + 500*time.Millisecond)
+	for time.Now().Before(stop) {
+		one(procA)
+		one(procB)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkStream: CPU of B over CPU of A for a 2.3k-event Responses
+// stream with one converted apply_patch call, the request declaring the
+// custom tool so the rule is active.
+func BenchmarkStream(b *testing.B) {
+	setup(b)
+	initStreams()
+	a := string(fetch(b, procA, "stream", streamBody))
+	r := string(fetch(b, procB, "stream", streamBody))
+	if strings.Contains(a, "custom_tool_call") || !strings.Contains(r, `"custom_tool_call"`) || strings.Count(r, "\n\n") < 1000 {
+		b.Fatalf("the routes do not do what the benchmark assumes (%d events from A, %d from B)", strings.Count(a, "\n\n"), strings.Count(r, "\n\n"))
+	}
+	one := func(p *proc) { fetch(b, p, "stream", streamBody) }
+	profile(b, "stream", one)
+	b.ResetTimer()
+	ta, tb := measure(b, one)
+	b.StopTimer()
+	reportCPU(b, ta, tb)
+	b.ReportMetric(float64(tb)/float64(ta), "x_passthrough_cpu")
+	// The added CPU per event holds steadier than the ratio: A's cost per
+	// event (mostly syscalls) swings with the machine's load.
+	b.ReportMetric(float64(tb-ta)*1e6/ticksPerSecond/float64(b.N*len(streamEvs)), "added_us/event")
+	b.ReportMetric(float64(len(streamEvs)), "events")
+}
+
+// BenchmarkRequest: the CPU B spends on a ~1 MB escape-heavy Codex-like
+// request beyond what A spends forwarding it, in units of one
+// gjson.ValidBytes pass over the same body timed here (thread CPU time).
+func BenchmarkRequest(b *testing.B) {
+	setup(b)
+	doc, calls := escapeHeavyRequest(b)
+	for _, p := range []*proc{procA, procB} {
+		resp := post(b, p, "request", doc, "X-Bench-Check")
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if want := p == procA; resp.Header.Get("X-Saw-Custom") != strconv.FormatBool(want) {
+			b.Fatalf("%s: upstream saw custom tools: %s, want %v", p.name, resp.Header.Get("X-Saw-Custom"), want)
+		}
+	}
+	one := func(p *proc) { fetch(b, p, "request", doc) }
+	profile(b, "request", one)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var valid time.Duration
+	b.ResetTimer()
+	a0, b0 := procA.cpu(b), procB.cpu(b)
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			one(procA)
+			one(procB)
+		} else {
+			one(procB)
+			one(procA)
+		}
+		t0 := threadCPU()
+		if !gjson.ValidBytes(doc) {
+			b.Fatal("invalid")
+		}
+		valid += threadCPU() - t0
+	}
+	ta, tb := procA.cpu(b)-a0, procB.cpu(b)-b0
+	b.StopTimer()
+	reportCPU(b, ta, tb)
+	perValid := valid / time.Duration(b.N)
+	added := time.Duration(tb-ta) * time.Second / ticksPerSecond / time.Duration(b.N)
+	b.ReportMetric(float64(added)/float64(perValid), "valid_passes_added")
+	b.ReportMetric(float64(perValid.Microseconds()), "valid_us")
+	b.ReportMetric(float64(tb)/float64(ta), "x_passthrough_cpu")
+	b.ReportMetric(float64(len(doc))/1e6, "MB_doc")
+	b.ReportMetric(float64(calls), "custom_calls")
+}
+
+// threadCPU is the calling thread's CPU time from
+// clock_gettime(CLOCK_THREAD_CPUTIME_ID), exact to the nanosecond (getrusage
+// scales tick samples and is off by far more than one pass over short
+// spans). The caller keeps its goroutine on one thread.
+func threadCPU() time.Duration {
+	const clockThreadCPUTimeID = 3
+	var ts syscall.Timespec
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
+		panic(errno)
+	}
+	return time.Duration(ts.Nano())
+}
+
+// BenchmarkTTFB: time from sending a streaming request to the first byte of
+// the response body, A and B alternating; medians and their ratio.
+func BenchmarkTTFB(b *testing.B) {
+	setup(b)
+	initStreams()
+	first := func(p *proc, extra ...string) time.Duration {
+		t0 := time.Now()
+		resp := post(b, p, "ttfb", streamBody, extra...)
+		defer resp.Body.Close()
+		br := bufio.NewReaderSize(resp.Body, 64<<10)
+		if _, err := br.ReadByte(); err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(t0)
+		_, _ = io.Copy(io.Discard, br)
+		return d
+	}
+	for i := 0; i < 20; i++ { // warm connections
+		first(procA)
+		first(procB)
+	}
+	// With a 20 ms pause after the upstream's first event, the first byte
+	// must still come at once: nothing holds an event back for the next.
+	var ga, gb []time.Duration
+	for i := 0; i < 5; i++ {
+		ga = append(ga, first(procA, "X-Bench-Gap"))
+		gb = append(gb, first(procB, "X-Bench-Gap"))
+	}
+	profile(b, "ttfb", func(p *proc) { first(p) })
+	var da, db []time.Duration
+	a0, b0 := procA.cpu(b), procB.cpu(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			da = append(da, first(procA))
+			db = append(db, first(procB))
+		} else {
+			db = append(db, first(procB))
+			da = append(da, first(procA))
+		}
+	}
+	b.StopTimer()
+	reportCPU(b, procA.cpu(b)-a0, procB.cpu(b)-b0)
+	ma, mb := median(da), median(db)
+	b.ReportMetric(float64(ma.Nanoseconds())/1e3, "A_ttfb_us")
+	b.ReportMetric(float64(mb.Nanoseconds())/1e3, "B_ttfb_us")
+	b.ReportMetric(float64(mb)/float64(ma), "ttfb_ratio")
+	b.ReportMetric(float64(median(ga).Nanoseconds())/1e3, "A_gap_ttfb_us")
+	b.ReportMetric(float64(median(gb).Nanoseconds())/1e3, "B_gap_ttfb_us")
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// BenchmarkRequestInProcess is BenchmarkRequest's rewrite alone, in this
+// process, on the same body: what the handler's exchange costs per request
+// (thread CPU), in gjson.ValidBytes passes, so the whole-process figure can
+// be split into the rewrite and everything around it.
+func BenchmarkRequestInProcess(b *testing.B) {
+	doc, _ := escapeHeavyRequest(b)
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	rules, err := transforms.Compile(ctx, []transforms.RuleConfig{{Transform: "field_custom_tools_to_function", Config: json.RawMessage(`{"names":["*"]}`)}}, transforms.ScopeProvider, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	chain := transforms.NewChain(rules)
+	rewrite := func(check bool) {
+		x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{}, nil)
+		chain.Begin(x, gjson.GetBytes(doc, "model").String())
+		out, err := x.RewriteRequest(doc)
+		if err != nil || x.Invalid || check && bytes.Contains(out, []byte(`"custom_tool_call"`)) {
+			b.Fatal("rewrite failed", err)
+		}
+		x.Release()
+	}
+	rewrite(true)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var valid, rw time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := threadCPU()
+		gjson.ValidBytes(doc)
+		t1 := threadCPU()
+		rewrite(false)
+		t2 := threadCPU()
+		valid += t1 - t0
+		rw += t2 - t1
+	}
+	b.ReportMetric(float64(rw)/float64(valid), "x_validate")
+	b.ReportMetric(float64(valid.Microseconds())/float64(b.N), "valid_us")
+}
