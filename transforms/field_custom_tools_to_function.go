@@ -215,7 +215,9 @@ func (t *CustomToolsToFunction) RewriteRequest(x *Exchange, body []byte) ([]byte
 				if n.CallID != "" {
 					p.rec.calls[n.CallID] = id
 				}
-				w.Replace(n, p.historyCall(n))
+				// Patches are most of a Codex request: each is written
+				// straight into the new body.
+				w.ReplaceWith(n, (n.End-n.Start)*9/8+32, func(dst []byte) []byte { return p.historyCall(dst, n) })
 			}
 		case n.Kind == NodeOutput && n.Type == "custom_tool_call_output":
 			outs = append(outs, i)
@@ -279,11 +281,11 @@ func (p *customPlan) definition(n *ToolNode) []byte {
 	return p.functionBody(nil, n.obj(), n.Name, true)
 }
 
-func (p *customPlan) historyCall(n *ToolNode) []byte {
+func (p *customPlan) historyCall(dst []byte, n *ToolNode) []byte {
 	if p.w.Protocol == ProtocolChat {
-		return p.chatHistoryCall(n)
+		return p.chatHistoryCall(dst, n)
 	}
-	return p.responsesHistoryCall(n)
+	return p.responsesHistoryCall(dst, n)
 }
 
 // functionBody writes the function definition made from the custom tool
@@ -326,24 +328,27 @@ func (p *customPlan) functionBody(dst []byte, obj jsonspan.Span, name string, fl
 // input is wrapped exactly once, even when it already looks like JSON, and
 // the custom item id is dropped: Responses upstreams reject ctc_ ids on
 // function items, and call_id is what correlates the pair.
-func (p *customPlan) responsesHistoryCall(n *ToolNode) []byte {
+func (p *customPlan) responsesHistoryCall(dst []byte, n *ToolNode) []byte {
 	doc := p.w.Doc
-	// Room for the input quoted once more: an escape-heavy patch grows by a
-	// byte per quote, backslash or newline, and a buffer grown by doubling
-	// mid-append is garbage the size of the call.
-	w := jsonspan.NewObj(make([]byte, 0, (n.End-n.Start)*5/4+64))
-	input := jsonspan.NoSpan()
-	jsonspan.Retype(&w, doc, n.obj(), "function_call", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
-		switch {
-		case m.KeyIs(doc, "id"):
-		case m.KeyIs(doc, "input"):
-			input = m.Value
-		default:
-			return false
+	w := jsonspan.NewObj(dst)
+	// The walk found the input already: its end is known, so the patch is
+	// not scanned a second time to copy the members around it.
+	jsonspan.WalkMembers(doc, n.Start, func(k jsonspan.Span, v int) int {
+		if v == n.input.Start {
+			return n.input.End
 		}
-		return true
+		e := jsonspan.SkipValue(doc, v)
+		switch {
+		case jsonspan.KeyIs(doc, k, "type"):
+			w.Key("type")
+			w.B = append(w.B, `"function_call"`...)
+		case jsonspan.KeyIs(doc, k, "id"), jsonspan.KeyIs(doc, k, "input"):
+		default:
+			w.Raw(doc, jsonspan.Member{Key: k, Value: jsonspan.Span{Start: v, End: e}})
+		}
+		return e
 	})
-	wrapInput(&w, doc, input)
+	wrapInput(&w, doc, n.input)
 	return w.Close()
 }
 

@@ -30,9 +30,9 @@ func (p *customPlan) chatDefinition(n *ToolNode) []byte {
 
 // chatHistoryCall turns a custom entry of an assistant message's
 // tool_calls into a function call with its input wrapped once.
-func (p *customPlan) chatHistoryCall(n *ToolNode) []byte {
+func (p *customPlan) chatHistoryCall(dst []byte, n *ToolNode) []byte {
 	doc := p.w.Doc
-	w := jsonspan.NewObj(make([]byte, 0, n.End-n.Start+64))
+	w := jsonspan.NewObj(dst)
 	jsonspan.Retype(&w, doc, n.obj(), "function", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
 		if !m.KeyIs(doc, "custom") || doc[m.Value.Start] != '{' {
 			return false

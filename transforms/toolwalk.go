@@ -47,13 +47,14 @@ type ToolNode struct {
 	// Allowed marks a choice entry inside allowed_tools.
 	Allowed bool
 
-	where  string    // location of choices
-	walk   *ToolWalk // definitions: the walk, for their parent's location
-	parent int       // definitions: the enclosing namespace's node, or -1
-	root   string    // definitions: the list they sit in when parent is -1
-	item   int       // index of the history item or message, for the rest
-	entry  int       // index in a message's tool_calls
-	next   int       // for definitions: the index of the next sibling's node
+	where  string        // location of choices
+	walk   *ToolWalk     // definitions: the walk, for their parent's location
+	parent int           // definitions: the enclosing namespace's node, or -1
+	root   string        // definitions: the list they sit in when parent is -1
+	input  jsonspan.Span // Responses calls: the value of "input", if any
+	item   int           // index of the history item or message, for the rest
+	entry  int           // index in a message's tool_calls
+	next   int           // for definitions: the index of the next sibling's node
 }
 
 // Where names the node's location for messages, e.g. "tools[3]",
@@ -231,7 +232,7 @@ func (w *ToolWalk) definitions(start int, parent int, root string) int {
 
 // itemFields are the members of a Responses history item the walk reads,
 // at the positions of the constants below.
-var itemFields = []string{"type", "name", "namespace", "call_id", "tools"}
+var itemFields = []string{"type", "name", "namespace", "call_id", "tools", "input"}
 
 const (
 	itemType = iota
@@ -239,6 +240,7 @@ const (
 	itemNamespace
 	itemCallID
 	itemTools
+	itemInput
 )
 
 // items collects the calls, outputs and additional_tools definitions of a
@@ -248,7 +250,7 @@ func (w *ToolWalk) items(start int) int {
 	if start >= len(doc) || doc[start] != '[' {
 		return jsonspan.SkipValue(doc, start) // a plain string prompt
 	}
-	var f [5]jsonspan.Span
+	var f [6]jsonspan.Span
 	i := -1
 	return jsonspan.EachObject(doc, start, itemFields, f[:], func(el jsonspan.Span, f []jsonspan.Span) bool {
 		i++
@@ -278,6 +280,7 @@ func (w *ToolWalk) items(start int) int {
 		n.Name, _ = jsonspan.StringValue(doc, f[itemName])
 		n.Namespace, _ = jsonspan.StringValue(doc, f[itemNamespace])
 		n.CallID, _ = jsonspan.StringValue(doc, f[itemCallID])
+		n.input = f[itemInput]
 		w.Nodes = append(w.Nodes, n)
 		return true
 	})
@@ -419,6 +422,16 @@ func (w *ToolWalk) choiceNames(n *ToolNode) {
 // also rewrite the definitions inside it.
 func (w *ToolWalk) Replace(n *ToolNode, repl []byte) {
 	w.edits = append(w.edits, jsonspan.Edit{Start: n.Start, End: n.End, Repl: repl})
+	if n.Kind == NodeDefinition || n.Kind == NodeChoice {
+		w.echo = true
+	}
+}
+
+// ReplaceWith is Replace for a large replacement: write appends it to the
+// new body as the body is built, so it is written once, in place; size is
+// its expected length. write runs during Rewrite and may read the walk.
+func (w *ToolWalk) ReplaceWith(n *ToolNode, size int, write func(dst []byte) []byte) {
+	w.edits = append(w.edits, jsonspan.Edit{Start: n.Start, End: n.End, Write: write, Size: size})
 	if n.Kind == NodeDefinition || n.Kind == NodeChoice {
 		w.echo = true
 	}

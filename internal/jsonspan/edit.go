@@ -1,14 +1,21 @@
 package jsonspan
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 )
 
 // Edit replaces doc[Start:End] with Repl; Start == End inserts.
 type Edit struct {
 	Start, End int
 	Repl       []byte
+	// Write, when set, stands in for Repl: it appends the replacement to
+	// the document being built, so a large replacement is written once, in
+	// place, instead of being built apart and copied in. Size is its
+	// expected length, for sizing the output; it need not be exact.
+	Write func(dst []byte) []byte
+	Size  int
 }
 
 // EditedSize returns the length of doc once edits are applied, so the
@@ -16,7 +23,11 @@ type Edit struct {
 func EditedSize(doc []byte, edits []Edit) int {
 	n := len(doc)
 	for _, e := range edits {
-		n += len(e.Repl) - (e.End - e.Start)
+		if e.Write != nil {
+			n += e.Size - (e.End - e.Start)
+		} else {
+			n += len(e.Repl) - (e.End - e.Start)
+		}
 	}
 	return n
 }
@@ -36,7 +47,7 @@ func Apply(doc []byte, edits []Edit) []byte {
 // rules rewriting the same bytes is a programming error, and AppendEdits
 // panics naming both edits rather than guess which one wins.
 func AppendEdits(out, doc []byte, edits []Edit) []byte {
-	sort.Slice(edits, func(i, j int) bool { return edits[i].Start < edits[j].Start })
+	slices.SortStableFunc(edits, func(a, b Edit) int { return cmp.Compare(a.Start, b.Start) })
 	pos := 0
 	for k, e := range edits {
 		if e.Start < pos {
@@ -44,7 +55,11 @@ func AppendEdits(out, doc []byte, edits []Edit) []byte {
 			panic(fmt.Sprintf("jsonspan: overlapping edits [%d,%d) and [%d,%d)", p.Start, p.End, e.Start, e.End))
 		}
 		out = append(out, doc[pos:e.Start]...)
-		out = append(out, e.Repl...)
+		if e.Write != nil {
+			out = e.Write(out)
+		} else {
+			out = append(out, e.Repl...)
+		}
 		pos = e.End
 	}
 	return append(out, doc[pos:]...)

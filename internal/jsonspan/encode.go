@@ -2,6 +2,7 @@ package jsonspan
 
 import (
 	"encoding/binary"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -119,37 +120,58 @@ func AppendStringStr(dst []byte, s string) []byte {
 func AppendQuoted(dst []byte, parts ...[]byte) []byte {
 	dst = append(dst, '"')
 	for _, p := range parts {
-		for len(p) > 0 {
-			i := quoteFree(p)
-			dst = append(dst, p[:i]...)
-			if i == len(p) {
-				break
+		// Written by index into room made up front: a patch full of quotes
+		// and line breaks has something to escape every few bytes, and an
+		// append per run would cost more than the copying.
+		n := len(dst)
+		b := dst[:cap(dst)]
+		for i := 0; i < len(p); {
+			if len(b)-n < 8*6 {
+				b = slices.Grow(b[:n], len(p)-i+(len(p)-i)/4+8*6)
+				b = b[:cap(b)]
 			}
-			dst = appendEscaped(dst, p[i])
-			p = p[i+1:]
+			if i+8 <= len(p) {
+				if w := binary.LittleEndian.Uint64(p[i:]); quoteFreeWord(w) {
+					binary.LittleEndian.PutUint64(b[n:], w)
+					n, i = n+8, i+8
+					continue
+				}
+			}
+			// A word with something to escape: byte by byte through it.
+			for end := min(i+8, len(p)); i < end; i++ {
+				switch c := p[i]; {
+				case !quoteEscape[c]:
+					b[n] = c
+					n++
+				case c == '"' || c == '\\':
+					b[n], b[n+1] = '\\', c
+					n += 2
+				default:
+					n += len(appendEscaped(b[n:n], c))
+				}
+			}
 		}
+		dst = b[:n]
 	}
 	return append(dst, '"')
 }
 
-// quoteFree returns the length of the run at the start of s that needs no
-// escaping inside a string literal: no '"', '\\' or control character.
-// Unlike PlainRun it passes non-ASCII bytes, which raw JSON text keeps as
-// they are. Arguments can be large, so it tests eight bytes at a time too.
-func quoteFree(s []byte) int {
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		w := binary.LittleEndian.Uint64(s[i:])
-		q := w ^ (lsb * '"')
-		bs := w ^ (lsb * '\\')
-		// Masking with ^q, ^bs and ^w keeps bytes >= 0x80 from being
-		// flagged; a control byte is one below 0x20.
-		if ((q-lsb)&^q|(bs-lsb)&^bs|(w-lsb*0x20)&^w)&msb != 0 {
-			break
-		}
+// quoteEscape marks the bytes that cannot stand for themselves in a string
+// literal: quotes, backslashes and control characters. Unlike PlainRun's
+// table it passes non-ASCII bytes, which raw JSON text keeps as they are.
+var quoteEscape = func() (t [256]bool) {
+	for c := 0; c < 0x20; c++ {
+		t[c] = true
 	}
-	for i < len(s) && s[i] != '"' && s[i] != '\\' && s[i] >= 0x20 {
-		i++
-	}
-	return i
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
+// quoteFreeWord reports whether none of the eight bytes of w needs
+// escaping. Masking with ^q, ^bs and ^w keeps bytes >= 0x80 from being
+// flagged; a control byte is one below 0x20.
+func quoteFreeWord(w uint64) bool {
+	q := w ^ (lsb * '"')
+	bs := w ^ (lsb * '\\')
+	return ((q-lsb)&^q|(bs-lsb)&^bs|(w-lsb*0x20)&^w)&msb == 0
 }
