@@ -60,6 +60,7 @@ type Exchange struct {
 	echo      echoSnap // the client's tools and tool_choice, for responses
 	records   map[any]any
 	tools     ToolMap
+	walks     []*ToolWalk // of the rule running now
 	applied   []*Rule
 	apps      []Application
 	decisions []Decision
@@ -249,6 +250,7 @@ func (x *Exchange) RewriteRequest(body []byte) ([]byte, error) {
 		}
 		x.at(i, false)
 		out, err := r.req.RewriteRequest(x, body)
+		x.releaseWalks()
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package transforms
 
 import (
 	"strconv"
+	"sync"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
@@ -92,12 +93,36 @@ type ToolWalk struct {
 
 	x     *Exchange
 	edits []jsonspan.Edit
-	tools jsonspan.Span // top-level "tools" and "tool_choice" values
-	echo  bool          // an edit touched a definition or tool_choice
+	names map[string]string // the walk's type and tool names, each allocated once
+	tools jsonspan.Span     // top-level "tools" and "tool_choice" values
+	echo  bool              // an edit touched a definition or tool_choice
 }
 
+// nodePool recycles node lists: a long history has thousands of nodes, and
+// a list grown per request is garbage the size of a fair part of the body.
+var nodePool sync.Pool // of *[]ToolNode
+
+// releaseWalks recycles the node lists of the walks a rule made. The
+// engine calls it when the rule's RewriteRequest has returned: a walk is
+// valid only until then.
+func (x *Exchange) releaseWalks() {
+	for _, w := range x.walks {
+		if cap(w.Nodes) > 0 && cap(w.Nodes) <= maxPooledNodes {
+			clear(w.Nodes)
+			nodes := w.Nodes[:0]
+			nodePool.Put(&nodes)
+		}
+		w.Nodes = nil
+	}
+	x.walks = x.walks[:0]
+}
+
+// maxPooledNodes keeps a freak body's node list out of the pool.
+const maxPooledNodes = 1 << 16
+
 // WalkTools validates body and collects its tool nodes in the same single
-// pass. It returns nil, and marks the exchange's body as not JSON, when the
+// pass. The walk and its nodes are valid until the calling rule's
+// RewriteRequest returns. It returns nil, and marks the exchange's body as not JSON, when the
 // walk finds the body malformed; it returns nil too for a body that is not
 // an object and for protocols it does not know.
 func WalkTools(x *Exchange, body []byte) *ToolWalk {
@@ -106,6 +131,10 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 		return nil
 	}
 	w := &ToolWalk{Doc: body, Protocol: p, x: x, tools: jsonspan.NoSpan()}
+	if pooled, ok := nodePool.Get().(*[]ToolNode); ok {
+		w.Nodes = (*pooled)[:0]
+	}
+	x.walks = append(x.walks, w)
 	choice := jsonspan.NoSpan()
 	end := jsonspan.WalkMembers(body, 0, func(k jsonspan.Span, v int) int {
 		switch {
@@ -194,9 +223,9 @@ func (w *ToolWalk) definitions(start int, parent int, root string) int {
 		}
 		n := &w.Nodes[at]
 		n.End = end
-		n.Type, _ = jsonspan.StringValue(doc, typ)
-		n.Name, _ = jsonspan.StringValue(doc, name)
-		n.Namespace, _ = jsonspan.StringValue(doc, ns)
+		n.Type = w.str(doc, typ)
+		n.Name = w.str(doc, name)
+		n.Namespace = w.str(doc, ns)
 		if w.Protocol == ProtocolChat {
 			// Chat nests the tool under a key named after its type.
 			inner := jsonspan.NoSpan()
@@ -208,7 +237,7 @@ func (w *ToolWalk) definitions(start int, parent int, root string) int {
 			}
 			if inner.Start >= 0 && doc[inner.Start] == '{' {
 				n.InnerStart, n.InnerEnd = inner.Start, inner.End
-				n.Name, _ = jsonspan.StringValue(doc, jsonspan.Lookup(doc, inner.Start, "name"))
+				n.Name = w.str(doc, jsonspan.Lookup(doc, inner.Start, "name"))
 			}
 		}
 		switch {
@@ -276,9 +305,9 @@ func (w *ToolWalk) items(start int) int {
 			return true
 		}
 		n := ToolNode{Kind: kind, Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, item: i, entry: -1}
-		n.Type, _ = jsonspan.StringValue(doc, typ)
-		n.Name, _ = jsonspan.StringValue(doc, f[itemName])
-		n.Namespace, _ = jsonspan.StringValue(doc, f[itemNamespace])
+		n.Type = w.str(doc, typ)
+		n.Name = w.str(doc, f[itemName])
+		n.Namespace = w.str(doc, f[itemNamespace])
 		n.CallID, _ = jsonspan.StringValue(doc, f[itemCallID])
 		n.input = f[itemInput]
 		w.Nodes = append(w.Nodes, n)
@@ -335,7 +364,7 @@ func (w *ToolWalk) messages(start int) int {
 		return jsonspan.EachObject(doc, f[msgToolCalls].Start, toolCallFields, g[:], func(el jsonspan.Span, g []jsonspan.Span) bool {
 			j++
 			n := ToolNode{Kind: NodeCall, Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, item: i, entry: j}
-			n.Type, _ = jsonspan.StringValue(doc, g[callType])
+			n.Type = w.str(doc, g[callType])
 			n.CallID, _ = jsonspan.StringValue(doc, g[callID])
 			inner := jsonspan.NoSpan()
 			switch n.Type {
@@ -346,7 +375,7 @@ func (w *ToolWalk) messages(start int) int {
 			}
 			if inner.Start >= 0 && doc[inner.Start] == '{' {
 				n.InnerStart, n.InnerEnd = inner.Start, inner.End
-				n.Name, _ = jsonspan.StringValue(doc, jsonspan.Lookup(doc, inner.Start, "name"))
+				n.Name = w.str(doc, jsonspan.Lookup(doc, inner.Start, "name"))
 			}
 			w.Nodes = append(w.Nodes, n)
 			return true
@@ -398,9 +427,9 @@ func (w *ToolWalk) choiceNames(n *ToolNode) {
 	doc := w.Doc
 	var f [3]jsonspan.Span
 	jsonspan.ObjectFields(doc, n.Start, []string{"type", "name", "namespace"}, f[:])
-	n.Type, _ = jsonspan.StringValue(doc, f[0])
-	n.Name, _ = jsonspan.StringValue(doc, f[1])
-	n.Namespace, _ = jsonspan.StringValue(doc, f[2])
+	n.Type = w.str(doc, f[0])
+	n.Name = w.str(doc, f[1])
+	n.Namespace = w.str(doc, f[2])
 	if n.Type == "" || n.Type == "allowed_tools" {
 		return
 	}
@@ -409,10 +438,10 @@ func (w *ToolWalk) choiceNames(n *ToolNode) {
 		var g [2]jsonspan.Span
 		jsonspan.ObjectFields(doc, inner.Start, []string{"name", "namespace"}, g[:])
 		if n.Name == "" {
-			n.Name, _ = jsonspan.StringValue(doc, g[0])
+			n.Name = w.str(doc, g[0])
 		}
 		if n.Namespace == "" {
-			n.Namespace, _ = jsonspan.StringValue(doc, g[1])
+			n.Namespace = w.str(doc, g[1])
 		}
 	}
 }
@@ -475,5 +504,29 @@ func (w *ToolWalk) Rewrite() []byte {
 	}
 	return w.x.applyEdits(w.Doc, w.edits)
 }
+
+// str is the string at sp, allocated once per distinct value: a history
+// repeats a few types and tool names thousands of times.
+func (w *ToolWalk) str(doc []byte, sp jsonspan.Span) string {
+	if sp.Start < 0 || sp.End-sp.Start < 2 || doc[sp.Start] != '"' {
+		return ""
+	}
+	raw := doc[sp.Start+1 : sp.End-1]
+	if v, ok := w.names[string(raw)]; ok {
+		return v
+	}
+	v, _ := jsonspan.StringValue(doc, sp)
+	if len(w.names) < maxInterned {
+		if w.names == nil {
+			w.names = make(map[string]string, 16)
+		}
+		w.names[string(raw)] = v
+	}
+	return v
+}
+
+// maxInterned bounds the names a walk keeps: a body of distinct names gains
+// nothing from interning and must not grow a map as large as itself.
+const maxInterned = 1024
 
 func (n *ToolNode) obj() jsonspan.Span { return jsonspan.Span{Start: n.Start, End: n.End} }
