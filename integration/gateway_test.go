@@ -23,7 +23,8 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
 
-	"github.com/llmtransform/caddy-llm-transform/caddymodule"
+	_ "github.com/llmtransform/caddy-llm-transform/caddymodule"
+	"github.com/llmtransform/caddy-llm-transform/internal/fakeprovider"
 )
 
 const (
@@ -59,10 +60,10 @@ func startGateway(t *testing.T, rules, upstream string) *caddytest.Tester {
 	return tester
 }
 
-func strictUpstream(t *testing.T) (*caddymodule.DemoUpstream, string) {
+func strictUpstream(t *testing.T) (*fakeprovider.Provider, string) {
 	t.Helper()
-	demo := &caddymodule.DemoUpstream{}
-	srv := httptest.NewServer(demo.Handler())
+	demo := &fakeprovider.Provider{}
+	srv := httptest.NewServer(demo)
 	t.Cleanup(srv.Close)
 	return demo, strings.TrimPrefix(srv.URL, "http://")
 }
@@ -88,7 +89,7 @@ func codexLikeParams() responses.ResponseNewParams {
 // assertUpstreamSawFunctions checks the last request that reached the strict
 // upstream carried no custom shapes (it would have answered 400 otherwise,
 // but the assertion pins down what was sent).
-func assertUpstreamSawFunctions(t *testing.T, demo *caddymodule.DemoUpstream) {
+func assertUpstreamSawFunctions(t *testing.T, demo *fakeprovider.Provider) {
 	t.Helper()
 	reqs := demo.Requests()
 	if len(reqs) == 0 {
