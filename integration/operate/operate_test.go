@@ -139,19 +139,15 @@ func post(t *testing.T, path, body string, headers ...string) (*http.Response, s
 
 const patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\n"
 
-// fakeUpstream is a function-only Responses upstream. It records request
-// bodies and always answers with an apply_patch function call; a streamed
-// answer first sends textEvents text deltas naming the "gen" field of the
-// request, delay apart, so a stream can be held open across reloads.
+// fakeUpstream is a lenient Responses upstream: it records request bodies,
+// accepts any tools and always answers with an apply_patch function call,
+// so tests can see what each key's rules let through.
 type fakeUpstream struct {
-	textEvents int
-	delay      time.Duration
-
 	mu     sync.Mutex
 	bodies [][]byte
 }
 
-func startUpstream(t *testing.T, u *fakeUpstream) string {
+func startUpstream(t *testing.T, u http.Handler) string {
 	t.Helper()
 	srv := httptest.NewServer(u)
 	t.Cleanup(srv.Close)
@@ -165,18 +161,6 @@ func (u *fakeUpstream) last() gjson.Result {
 		return gjson.Result{}
 	}
 	return gjson.ParseBytes(u.bodies[len(u.bodies)-1])
-}
-
-// saw reports whether a request body containing marker arrived.
-func (u *fakeUpstream) saw(marker string) bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for _, b := range u.bodies {
-		if bytes.Contains(b, []byte(marker)) {
-			return true
-		}
-	}
-	return false
 }
 
 func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -200,12 +184,7 @@ func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		seq++
 		_ = rc.Flush()
 	}
-	gen := gjson.GetBytes(body, "gen").String()
 	send("response.created", `"response":{"id":"r","status":"in_progress","output":[]}`)
-	for range u.textEvents {
-		send("response.output_text.delta", `"item_id":"msg_1","output_index":0,"content_index":0,"delta":"gen=`+gen+`;"`)
-		time.Sleep(u.delay)
-	}
 	send("response.output_item.added", `"output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"apply_patch","arguments":"","status":"in_progress"}`)
 	send("response.function_call_arguments.delta", `"item_id":"fc_1","output_index":1,"delta":`+string(argsJSON))
 	send("response.function_call_arguments.done", `"item_id":"fc_1","output_index":1,"arguments":`+string(argsJSON))
@@ -213,21 +192,21 @@ func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	send("response.completed", `"response":{"id":"r","status":"completed","output":[`+item+`]}`)
 }
 
-// sseEvents splits an SSE body into the data of its events.
-func sseEvents(t *testing.T, body string) []gjson.Result {
-	t.Helper()
+// parseSSE splits an SSE body into the data of its events. It returns an
+// error rather than failing the test, so goroutines may use it.
+func parseSSE(body string) ([]gjson.Result, error) {
 	var out []gjson.Result
 	sc := bufio.NewScanner(strings.NewReader(body))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
 			if !gjson.Valid(d) {
-				t.Fatalf("event data is not JSON: %s", d)
+				return out, fmt.Errorf("event data is not JSON: %s", d)
 			}
 			out = append(out, gjson.Parse(d))
 		}
 	}
-	return out
+	return out, sc.Err()
 }
 
 // compactJSON is s with insignificant white space removed.
