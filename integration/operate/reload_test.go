@@ -111,6 +111,9 @@ func (u *heldUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	send("response.completed", `"response":{"id":"r","status":"completed","output":[`+item+`]}`)
 }
 
+// patch is the held upstream's apply_patch input, already clean.
+const patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\n"
+
 // streamTexts is the number of text deltas in each held stream.
 const streamTexts = 12
 
@@ -196,19 +199,12 @@ rounds:
 // reload replaces the config through POST /load; it returns once the new
 // config is running.
 func reload(cfg string) error {
-	req, err := http.NewRequest(http.MethodPost, "http://"+adminAddr+"/load", strings.NewReader(cfg))
-	if err != nil {
-		return err
+	code, body, err := adminSend(http.MethodPost, "/load", "application/json", cfg)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("%d %s", code, body)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := fresh.Do(req)
 	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST /load: %d %s", resp.StatusCode, b)
+		return fmt.Errorf("POST /load: %v", err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/llmtransform/caddy-llm-transform/caddymodule"
+	"github.com/llmtransform/caddy-llm-transform/internal/fakeprovider"
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 )
 
@@ -34,6 +35,11 @@ const (
 	teamAKey = "sk-team-a-0c9f3e7d51b2"
 	teamBKey = "sk-team-b-77aa01c4e9d3"
 	wrongKey = "sk-wrong-5e6f7a8b9c0d"
+
+	// The keys' SHA-256 in hex, computed outside Go
+	// (printf %s KEY | sha256sum), so a wrong hash cannot agree with itself.
+	teamAHash = "c96ad1a07c08c10335f65ccdecfb2dad72d18487ebc19fa1e58529f389b72600"
+	teamBHash = "ab608269b875e59374c7b7805a3654eed3d8a8eb2908905f79d5952a9db9eced"
 )
 
 // scopedConfig has a rule in every scope. All of them write "tier", so the
@@ -80,7 +86,7 @@ const toolRequest = `{"model":"m","tier":"client","input":"hi","tools":[{"type":
 
 func TestScopeOrder(t *testing.T) {
 	t.Setenv("OPERATE_TEAM_A_KEY", teamAKey)
-	u := &fakeUpstream{}
+	u := &fakeprovider.Provider{}
 	up := startUpstream(t, u)
 	newTester(t).InitServer(scopedConfig(up, "", ""), "caddyfile")
 
@@ -110,14 +116,14 @@ func TestScopeOrder(t *testing.T) {
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)
 			}
-			seen := u.last()
+			seen := lastRequest(u)
 			if got := seen.Get("tier").String(); got != tc.tier {
 				t.Fatalf("upstream saw tier %q, want %q", got, tc.tier)
 			}
 			if got := seen.Get("tools.0.type").String(); got != "function" {
 				t.Fatalf("upstream saw tool type %q", got)
 			}
-			if got := gjson.Get(body, "output.0.type").String(); got != "custom_tool_call" {
+			if got := gjson.Get(body, `output.#(type=="custom_tool_call").input`).String(); got != normalisedPatch {
 				t.Fatalf("client got %s", body)
 			}
 			if got := resp.Header.Get(caddymodule.ExplainHeader); got != tc.explain {
@@ -137,7 +143,7 @@ func TestWrongOrMissingKey(t *testing.T) {
 	t.Setenv("OPERATE_TEAM_A_KEY", teamAKey)
 	dir := t.TempDir()
 	debugLog, accessLog := filepath.Join(dir, "debug.log"), filepath.Join(dir, "access.log")
-	u := &fakeUpstream{}
+	u := &fakeprovider.Provider{}
 	up := startUpstream(t, u)
 	tester := newTester(t)
 	tester.InitServer(scopedConfig(up, `
@@ -168,7 +174,7 @@ func TestWrongOrMissingKey(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%q: status %d: %s", h, resp.StatusCode, body)
 		}
-		if got := u.last().Get("tier").String(); got != "global" {
+		if got := lastRequest(u).Get("tier").String(); got != "global" {
 			t.Fatalf("%q: upstream saw tier %q: a key rule ran", h, got)
 		}
 		if ex := resp.Header.Get(caddymodule.ExplainHeader); strings.Contains(ex, "api_key/") {
@@ -177,7 +183,7 @@ func TestWrongOrMissingKey(t *testing.T) {
 	}
 	// The right key, as a control that the logs would show its rule.
 	post(t, "/v1/responses", toolRequest, "X-Api-Key: "+teamAKey)
-	if got := u.last().Get("tier").String(); got != "team-a" {
+	if got := lastRequest(u).Get("tier").String(); got != "team-a" {
 		t.Fatalf("with the key, upstream saw tier %q", got)
 	}
 
@@ -209,13 +215,13 @@ func TestWrongOrMissingKey(t *testing.T) {
 	// Nor in the config Caddy holds, which stores only hashes.
 	_, cfg := adminDo(t, http.MethodGet, "/config/apps/llm_transform", "", "")
 	if strings.Contains(cfg, teamAKey) || strings.Contains(cfg, teamBKey) ||
-		!strings.Contains(cfg, `"key_sha256":"`+caddymodule.HashAPIKey(teamAKey)+`"`) {
+		!strings.Contains(cfg, `"key_sha256":"`+teamAHash+`"`) {
 		t.Fatalf("app config: %s", cfg)
 	}
 }
 
 func TestScopeConfigErrors(t *testing.T) {
-	u := &fakeUpstream{}
+	u := &fakeprovider.Provider{}
 	up := startUpstream(t, u)
 	for _, tc := range []struct{ global, want string }{
 		{`llm_transform {
@@ -225,7 +231,7 @@ func TestScopeConfigErrors(t *testing.T) {
 		api_key ` + teamAKey + ` {
 			rule operate_provider_only
 		}
-	}`, "api_key " + caddymodule.HashAPIKey(teamAKey)[:12] + " rule 0 (operate_provider_only): transform does not support the api_key scope"},
+	}`, "api_key " + teamAHash[:12] + " rule 0 (operate_provider_only): transform does not support the api_key scope"},
 		{`llm_transform {
 		api_key ` + teamAKey + ` {
 			rule nope
@@ -288,7 +294,7 @@ func TestAdaptHashesKeys(t *testing.T) {
 			],
 			"api_keys": [
 				{
-					"key_sha256": "`+caddymodule.HashAPIKey(teamAKey)+`",
+					"key_sha256": "`+teamAHash+`",
 					"rules": [
 						{
 							"transform": "field_set",
@@ -300,7 +306,7 @@ func TestAdaptHashesKeys(t *testing.T) {
 					]
 				},
 				{
-					"key_sha256": "`+caddymodule.HashAPIKey(teamBKey)+`"
+					"key_sha256": "`+teamBHash+`"
 				}
 			],
 			"key_sources": [
