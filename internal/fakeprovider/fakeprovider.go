@@ -668,8 +668,8 @@ func padding(seq, pieceLen int) string {
 	return string(b)
 }
 
-// jsonObj is a JSON object that keeps its keys in order, so the demo's
-// output reads like a provider's and stays byte-stable for tests.
+// jsonObj is a JSON object that keeps its keys in order, so the replies
+// read like a real provider's and stay byte-stable for tests.
 type jsonObj []jsonField
 
 type jsonField struct {
@@ -705,7 +705,7 @@ func mustMarshal(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
 		// Only fixed shapes and strings are marshalled here.
-		panic("demo upstream: " + err.Error())
+		panic("fakeprovider: " + err.Error())
 	}
 	return b
 }

@@ -485,7 +485,7 @@ func TestSplitDemoBytes(t *testing.T) {
 	}
 }
 
-// TestDemoUpstreamResponsesStreamBytes pins a whole stream byte for byte.
+// TestProviderResponsesStreamBytes pins a whole stream byte for byte.
 func TestProviderResponsesStreamBytes(t *testing.T) {
 	body := `{"model":"m","stream":true,"stream_options":{"include_obfuscation":false},"input":[{"type":"function_call","call_id":"c","name":"apply_patch","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"ok"}]}`
 	rec := demoDo(t, newTestDemo(), http.MethodPost, "/v1/responses", body)
