@@ -1,6 +1,6 @@
 module github.com/llmtransform/caddy-llm-transform
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/caddyserver/caddy/v2 v2.11.9

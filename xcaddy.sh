@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds Caddy with this module (./caddy) or runs it with Caddyfile.example.
-#   ./xcaddy.sh build        build ./caddy
-#   ./xcaddy.sh run [args]   build if needed, then run Caddyfile.example
+# Builds the production Caddy with this module, or runs the quick start.
+#   ./xcaddy.sh build        xcaddy build with the module root: ./caddy, no demo upstream
+#   ./xcaddy.sh run [args]   go build ./cmd/caddy-llm-transform (Caddy + this module + the
+#                            demo upstream) as ./caddy-demo, then run Caddyfile.example
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -9,12 +10,11 @@ CADDY_VERSION="${CADDY_VERSION:-v2.11.9}"
 XCADDY_VERSION="${XCADDY_VERSION:-v0.4.5}"
 export PATH="$(go env GOPATH)/bin:$PATH"
 
-if ! command -v xcaddy >/dev/null 2>&1; then
-	echo "installing xcaddy $XCADDY_VERSION" >&2
-	go install "github.com/caddyserver/xcaddy/cmd/xcaddy@$XCADDY_VERSION"
-fi
-
 build() {
+	if ! command -v xcaddy >/dev/null 2>&1; then
+		echo "installing xcaddy $XCADDY_VERSION" >&2
+		go install "github.com/caddyserver/xcaddy/cmd/xcaddy@$XCADDY_VERSION"
+	fi
 	xcaddy build "$CADDY_VERSION" --output ./caddy \
 		--with "github.com/llmtransform/caddy-llm-transform@v0.0.0=."
 }
@@ -25,8 +25,10 @@ build)
 	;;
 run)
 	shift || true
-	[ -x ./caddy ] || build
-	exec ./caddy run --config Caddyfile.example --adapter caddyfile "$@"
+	# Always rebuilt: go build is incremental, and a stale binary would run
+	# old code after a checkout.
+	go build -o ./caddy-demo ./cmd/caddy-llm-transform
+	exec ./caddy-demo run --config Caddyfile.example --adapter caddyfile "$@"
 	;;
 *)
 	echo "usage: $0 build|run" >&2

@@ -134,7 +134,9 @@ func TestLimits(t *testing.T) {
 func TestNonJSONRequestPassesThrough(t *testing.T) {
 	h := wildcardHandler(t)
 	body := `{"model":"m","tools":[{"type":"custom","name":"x"}], oops`
+	called := false
 	serve(t, h, body, func(w http.ResponseWriter, r *http.Request) error {
+		called = true
 		got, _ := io.ReadAll(r.Body)
 		if string(got) != body {
 			t.Errorf("forwarded %q", got)
@@ -144,6 +146,9 @@ func TestNonJSONRequestPassesThrough(t *testing.T) {
 		}
 		return nil
 	})
+	if !called {
+		t.Fatal("next was not called")
+	}
 }
 
 // pathBridge only moves the request to the Chat endpoint, as a bridge does.

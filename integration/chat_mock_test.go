@@ -4,45 +4,27 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/fakeprovider"
 )
 
 // mockCustomInput has a newline, CJK, quotes and a backslash: everything
 // that must survive two levels of JSON.
 const mockCustomInput = "first line\n中文 \"quoted\" \\ second line"
 
-// chatMock is a strict Chat Completions upstream: it rejects any custom
-// tool shape, answers with text, a call of grammar_tool (sent one character
-// of arguments per chunk when streaming) and a native call, and keeps what
-// it received.
-type chatMock struct {
-	mu   sync.Mutex
-	last []byte
-}
-
-func (m *chatMock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	m.mu.Lock()
-	m.last = body
-	m.mu.Unlock()
-	req := gjson.ParseBytes(body)
-	for i, tool := range req.Get("tools").Array() {
-		if tool.Get("custom").Exists() || tool.Get("type").String() != "function" {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadRequest)
-			fmt.Fprintf(w, `{"error":{"message":"Unknown parameter: 'tools[%d].custom'.","type":"invalid_request_error","param":"tools[%d].custom","code":"unknown_parameter"}}`, i, i)
-			return
-		}
-	}
+// chatScript answers, behind fakeprovider's strict checks, with text, a
+// call of grammar_tool (sent one character of arguments per chunk when
+// streaming) and a native call: two calls interleaved, which the scripted
+// provider never sends.
+func chatScript(w http.ResponseWriter, req gjson.Result) {
 	customArgs, _ := json.Marshal(map[string]string{"input": mockCustomInput})
 	nativeArgs := `{"input":"native function input"}`
 	if !req.Get("stream").Bool() {
@@ -88,7 +70,7 @@ const mockClientRequest = `{"model":"mock","messages":[` +
 	`"tool_choice":{"type":"custom","custom":{"name":"grammar_tool"}}`
 
 func TestChatMockUpstreamRoundTrip(t *testing.T) {
-	mock := &chatMock{}
+	mock := &fakeprovider.Provider{Reply: chatScript}
 	srv := httptest.NewServer(mock)
 	defer srv.Close()
 	startGateway(t, `		rule field_custom_tools_to_function {
@@ -110,9 +92,8 @@ func TestChatMockUpstreamRoundTrip(t *testing.T) {
 	}
 
 	// What the upstream received.
-	mock.mu.Lock()
-	up := gjson.ParseBytes(mock.last)
-	mock.mu.Unlock()
+	reqs := mock.Requests()
+	up := gjson.ParseBytes(reqs[len(reqs)-1])
 	for _, tool := range up.Get("tools").Array() {
 		if tool.Get("type").String() != "function" {
 			t.Fatalf("upstream tool %s", tool.Raw)

@@ -25,7 +25,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/llmtransform/caddy-llm-transform/caddymodule"
+	"github.com/llmtransform/caddy-llm-transform/internal/fakeprovider"
 )
 
 const (
@@ -60,9 +60,10 @@ request_max_retries = 0
 stream_max_retries = 0
 `
 
-// codexBinary finds the Codex CLI: $CODEX_BIN, else the pinned version in
-// the user cache, installed there from npm on first use. Without npm the
-// test is skipped, except on CI (CI=true), where it must run.
+// codexBinary finds the Codex CLI: $CODEX_BIN, else the pinned version
+// where .ci/run installs it. The test installs nothing itself, so that
+// `go test` never reaches a registry. Without Codex the test is skipped,
+// except on CI (CI=true), where it must run.
 func codexBinary(t *testing.T) string {
 	t.Helper()
 	if bin := os.Getenv("CODEX_BIN"); bin != "" {
@@ -71,11 +72,11 @@ func codexBinary(t *testing.T) string {
 		}
 		return bin
 	}
-	codexInstall.Do(installCodex)
-	if codexInstallErr == nil {
-		return codexInstalled
+	bin, err := pinnedCodex()
+	if err == nil {
+		return bin
 	}
-	msg := "Codex CLI " + codexVersion + " unavailable (" + codexInstallErr.Error() + "); set CODEX_BIN to node_modules/.bin/codex"
+	msg := "Codex CLI " + codexVersion + " unavailable (" + err.Error() + "); run .ci/run, or set CODEX_BIN to node_modules/.bin/codex"
 	if os.Getenv("CI") == "true" {
 		t.Fatal(msg + " (required on CI)")
 	}
@@ -85,48 +86,21 @@ func codexBinary(t *testing.T) string {
 
 const codexVersion = "0.169.0"
 
-var (
-	codexInstall    sync.Once
-	codexInstalled  string
-	codexInstallErr error
-)
-
-// installCodex puts the pinned Codex CLI from the npm registry into the user
-// cache (the same place .ci/run uses), so `go test ./...` on a fresh machine
-// runs the end-to-end test instead of skipping it.
-func installCodex() {
+// pinnedCodex is the Codex CLI .ci/run installs into the user cache.
+func pinnedCodex() (string, error) {
 	base := os.Getenv("XDG_CACHE_HOME")
 	if base == "" {
 		home, err := os.UserHomeDir()
 		if err != nil {
-			codexInstallErr = err
-			return
+			return "", err
 		}
 		base = filepath.Join(home, ".cache")
 	}
-	dir := filepath.Join(base, "caddy-llm-transform", "codex-"+codexVersion)
-	bin := filepath.Join(dir, "node_modules", ".bin", "codex")
-	if _, err := os.Stat(bin); err == nil {
-		codexInstalled = bin
-		return
+	bin := filepath.Join(base, "caddy-llm-transform", "codex-"+codexVersion, "node_modules", ".bin", "codex")
+	if _, err := os.Stat(bin); err != nil {
+		return "", err
 	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		codexInstallErr = fmt.Errorf("npm not found: %w", err)
-		return
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		codexInstallErr = err
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error", "@openai/codex@"+codexVersion).CombinedOutput()
-	if err != nil {
-		codexInstallErr = fmt.Errorf("npm install: %v: %s", err, out)
-		return
-	}
-	codexInstalled = bin
+	return bin, nil
 }
 
 // codexEnv is the caller's environment without anything that could steer
@@ -227,8 +201,8 @@ func toolSignature(tools gjson.Result) []string {
 // proves the binary, config and HOME set-up work, and pins what Codex sends.
 func TestCodexHarnessReachesUpstream(t *testing.T) {
 	codexBinary(t)
-	demo := &caddymodule.DemoUpstream{}
-	rec := &headerRecorder{next: demo.Handler()}
+	demo := &fakeprovider.Provider{}
+	rec := &headerRecorder{next: demo}
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
 

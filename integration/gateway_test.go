@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +22,8 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
 
-	"github.com/llmtransform/caddy-llm-transform/caddymodule"
+	_ "github.com/llmtransform/caddy-llm-transform/caddymodule"
+	"github.com/llmtransform/caddy-llm-transform/internal/fakeprovider"
 )
 
 const (
@@ -59,10 +59,10 @@ func startGateway(t *testing.T, rules, upstream string) *caddytest.Tester {
 	return tester
 }
 
-func strictUpstream(t *testing.T) (*caddymodule.DemoUpstream, string) {
+func strictUpstream(t *testing.T) (*fakeprovider.Provider, string) {
 	t.Helper()
-	demo := &caddymodule.DemoUpstream{}
-	srv := httptest.NewServer(demo.Handler())
+	demo := &fakeprovider.Provider{}
+	srv := httptest.NewServer(demo)
 	t.Cleanup(srv.Close)
 	return demo, strings.TrimPrefix(srv.URL, "http://")
 }
@@ -88,7 +88,7 @@ func codexLikeParams() responses.ResponseNewParams {
 // assertUpstreamSawFunctions checks the last request that reached the strict
 // upstream carried no custom shapes (it would have answered 400 otherwise,
 // but the assertion pins down what was sent).
-func assertUpstreamSawFunctions(t *testing.T, demo *caddymodule.DemoUpstream) {
+func assertUpstreamSawFunctions(t *testing.T, demo *fakeprovider.Provider) {
 	t.Helper()
 	reqs := demo.Requests()
 	if len(reqs) == 0 {
@@ -201,6 +201,10 @@ func TestResponsesStreamingWithSDK(t *testing.T) {
 // here and the test times out instead of passing.
 func TestStreamIsFlushedPerEvent(t *testing.T) {
 	received := make(chan struct{})
+	// The sloppy patch, as the upstream's function arguments in an SSE data
+	// line: JSON text inside a JSON string.
+	args, _ := json.Marshal(map[string]string{"input": fakeprovider.DefaultPatch})
+	argsJSON, _ := json.Marshal(string(args))
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		rc := http.NewResponseController(w)
@@ -216,7 +220,7 @@ func TestStreamIsFlushedPerEvent(t *testing.T) {
 			return
 		}
 		write("response.output_item.added", `{"type":"response.output_item.added","sequence_number":2,"output_index":1,"item":{"id":"fc_1","type":"function_call","arguments":"","call_id":"c","name":"apply_patch"}}`)
-		write("response.output_item.done", `{"type":"response.output_item.done","sequence_number":3,"output_index":1,"item":{"id":"fc_1","type":"function_call","arguments":"{\"input\":\"x\"}","call_id":"c","name":"apply_patch"}}`)
+		write("response.output_item.done", `{"type":"response.output_item.done","sequence_number":3,"output_index":1,"item":{"id":"fc_1","type":"function_call","arguments":`+string(argsJSON)+`,"call_id":"c","name":"apply_patch"}}`)
 		write("response.completed", `{"type":"response.completed","sequence_number":4,"response":{"id":"r","output":[]}}`)
 	}))
 	defer upstream.Close()
@@ -243,32 +247,20 @@ func TestStreamIsFlushedPerEvent(t *testing.T) {
 	deadline.Stop()
 	close(received)
 	rest, _ := io.ReadAll(br)
-	if !bytes.Contains(rest, []byte(`"type":"custom_tool_call","input":"*** Begin Patch\n`)) &&
-		!bytes.Contains(rest, []byte(`"type":"custom_tool_call"`)) {
-		t.Fatalf("rest of stream: %s", rest)
+	// The rest holds exactly one item, the restored call, with the patch
+	// normalised.
+	var items []string
+	for _, line := range strings.Split(string(rest), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || gjson.Get(data, "type").String() != "response.output_item.done" {
+			continue
+		}
+		it := gjson.Get(data, "item")
+		items = append(items, it.Get("type").String()+":"+it.Get("name").String()+":"+it.Get("input").String())
 	}
-}
-
-// recordingUpstream answers every request with an empty completed response
-// and keeps the bodies it received.
-type recordingUpstream struct {
-	mu     sync.Mutex
-	bodies [][]byte
-}
-
-func (u *recordingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	u.mu.Lock()
-	u.bodies = append(u.bodies, b)
-	u.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, `{"id":"r","object":"response","status":"completed","output":[]}`)
-}
-
-func (u *recordingUpstream) last() gjson.Result {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return gjson.ParseBytes(u.bodies[len(u.bodies)-1])
+	if want := "custom_tool_call:apply_patch:" + normalisedDemoPatch; len(items) != 1 || items[0] != want {
+		t.Fatalf("output_item.done items %q, want [%q]\nrest of stream: %s", items, want, rest)
+	}
 }
 
 func jsonConfig(up string, names ...string) string {
@@ -317,35 +309,52 @@ func adminDo(t *testing.T, method, path, contentType, body string) {
 }
 
 func TestHotReloadChangesConvertedTools(t *testing.T) {
-	rec := &recordingUpstream{}
-	srv := httptest.NewServer(rec)
-	defer srv.Close()
-	up := strings.TrimPrefix(srv.URL, "http://")
+	demo, up := strictUpstream(t)
 	tester := caddytest.NewTester(t)
 	// A reload closes the old server's idle connections; a POST on a kept-
 	// alive one would fail in the client, so every request dials anew.
 	tester.Client.Transport.(*http.Transport).DisableKeepAlives = true
 	tester.InitServer(jsonConfig(up, "apply_patch"), "json")
 
+	// The strict upstream refuses the first custom tool it finds, in its
+	// error shape, which the gateway passes through; with none left, it
+	// calls apply_patch, which comes back as the client's custom tool.
+	rejected := func(param string) string {
+		return `{"error":{"message":"unknown variant ` + "`custom`, expected `function`" + `","type":"invalid_request_error","param":"` + param + `","code":null}}` + "\n"
+	}
 	body := `{"model":"m","tools":[{"type":"custom","name":"apply_patch"},{"type":"custom","name":"exec"}]}`
-	send := func() []string {
-		tester.AssertPostResponseBody(gatewayURL+"/v1/responses", []string{"Content-Type: application/json"}, bytes.NewBufferString(body), 200, `{"id":"r","object":"response","status":"completed","output":[]}`)
+	send := func(status int, want string) []string {
+		t.Helper()
+		if status != http.StatusOK {
+			tester.AssertPostResponseBody(gatewayURL+"/v1/responses", []string{"Content-Type: application/json"}, bytes.NewBufferString(body), status, want)
+		} else {
+			req, _ := http.NewRequest(http.MethodPost, gatewayURL+"/v1/responses", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			resp := tester.AssertResponseCode(req, status)
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			call := gjson.GetBytes(got, `output.#(type=="custom_tool_call")`)
+			if err != nil || call.Get("name").String() != "apply_patch" || call.Get("input").String() != normalisedDemoPatch {
+				t.Fatalf("reply (%v): %s", err, got)
+			}
+		}
+		reqs := demo.Requests()
 		var types []string
-		for _, tool := range rec.last().Get("tools").Array() {
+		for _, tool := range gjson.ParseBytes(reqs[len(reqs)-1]).Get("tools").Array() {
 			types = append(types, tool.Get("name").String()+":"+tool.Get("type").String())
 		}
 		return types
 	}
-	if got := strings.Join(send(), ","); got != "apply_patch:function,exec:custom" {
+	if got := strings.Join(send(http.StatusBadRequest, rejected("tools[1].type")), ","); got != "apply_patch:function,exec:custom" {
 		t.Fatalf("before reload: %s", got)
 	}
 	adminPost(t, "/load", "application/json", jsonConfig(up, "*"))
-	if got := strings.Join(send(), ","); got != "apply_patch:function,exec:function" {
+	if got := strings.Join(send(http.StatusOK, ""), ","); got != "apply_patch:function,exec:function" {
 		t.Fatalf("after POST /load: %s", got)
 	}
 	// A PATCH through the handler's @id swaps only its rules.
 	adminDo(t, http.MethodPatch, "/id/llm_rules/rules", "application/json", `[{"transform":"field_custom_tools_to_function","config":{"names":["exec"]}}]`)
-	if got := strings.Join(send(), ","); got != "apply_patch:custom,exec:function" {
+	if got := strings.Join(send(http.StatusBadRequest, rejected("tools[0].type")), ","); got != "apply_patch:custom,exec:function" {
 		t.Fatalf("after PATCH: %s", got)
 	}
 }

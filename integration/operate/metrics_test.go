@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmtransform/caddy-llm-transform/caddymodule"
+	"github.com/llmtransform/caddy-llm-transform/internal/fakeprovider"
 )
 
 // scrape reads the admin endpoint's /metrics into series → value.
@@ -94,7 +94,7 @@ func traffic(t *testing.T) {
 // a reload: the collectors are registered with each new config's registry
 // and carry on from where they were.
 func TestMetricsKeepCountingAcrossReloads(t *testing.T) {
-	u := &fakeUpstream{}
+	u := &fakeprovider.Provider{}
 	up := startUpstream(t, u)
 	newTester(t).InitServer(metricsConfig(up, "one"), "caddyfile")
 
@@ -120,7 +120,7 @@ func TestMetricsKeepCountingAcrossReloads(t *testing.T) {
 		t.Fatal("the series is gone after the reload")
 	}
 	traffic(t)
-	if got := u.last().Get("tier").String(); got != "two" {
+	if got := lastRequest(u).Get("tier").String(); got != "two" {
 		t.Fatalf("reload not in effect: tier %q", got)
 	}
 	delta(t, "second config", afterReload, scrape(t), want)
@@ -130,7 +130,7 @@ func TestMetricsKeepCountingAcrossReloads(t *testing.T) {
 // keys appear as hash prefixes only.
 func TestAdminRulesEndpoint(t *testing.T) {
 	t.Setenv("OPERATE_TEAM_A_KEY", teamAKey)
-	u := &fakeUpstream{}
+	u := &fakeprovider.Provider{}
 	up := startUpstream(t, u)
 	newTester(t).InitServer(scopedConfig(up, "", ""), "caddyfile")
 	post(t, "/v1/responses", toolRequest, "Authorization: Bearer "+teamAKey)
@@ -142,7 +142,7 @@ func TestAdminRulesEndpoint(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("%d %s", code, body)
 	}
-	a, b := caddymodule.HashAPIKey(teamAKey)[:12], caddymodule.HashAPIKey(teamBKey)[:12]
+	a, b := teamAHash[:12], teamBHash[:12]
 	// The last request already held the provider's value, so the provider
 	// rule changed nothing there and has one hit less; custom tools had
 	// nothing to convert in it.

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	_ "github.com/llmtransform/caddy-llm-transform/caddymodule"
+	"github.com/llmtransform/caddy-llm-transform/internal/fakeprovider"
 )
 
 const (
@@ -76,16 +76,27 @@ var fresh = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Ti
 // adminDo sends a request to the admin endpoint and returns status and body.
 func adminDo(t *testing.T, method, path, contentType, body string) (int, string) {
 	t.Helper()
+	code, b, err := adminSend(method, path, contentType, body)
+	if err != nil {
+		t.Fatalf("admin %s %s: %v", method, path, err)
+	}
+	return code, b
+}
+
+// adminSend is adminDo for goroutines and loops that report errors
+// themselves.
+func adminSend(method, path, contentType, body string) (int, string, error) {
 	var resp *http.Response
 	var err error
 	// Each successful load restarts Caddy's admin server; a request that
 	// races the old one's shutdown is refused at the transport level, not
-	// answered, and is safe to send again.
+	// answered, and is safe to send again: every request sent here is
+	// idempotent.
 	for attempt := 0; attempt < 5; attempt++ {
 		var req *http.Request
 		req, err = http.NewRequest(method, "http://"+adminAddr+path, strings.NewReader(body))
 		if err != nil {
-			t.Fatal(err)
+			return 0, "", err
 		}
 		if contentType != "" {
 			req.Header.Set("Content-Type", contentType)
@@ -96,11 +107,11 @@ func adminDo(t *testing.T, method, path, contentType, body string) (int, string)
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
-		t.Fatalf("admin %s %s: %v", method, path, err)
+		return 0, "", err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
 }
 
 // load replaces the running config through POST /load.
@@ -137,97 +148,40 @@ func post(t *testing.T, path, body string, headers ...string) (*http.Response, s
 	return resp, string(b)
 }
 
-const patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\n"
+// normalisedPatch is what fakeprovider's sloppy default patch must become.
+const normalisedPatch = "*** Begin Patch\n*** Add File: hello.txt\n+Hello from caddy-llm-transform\n*** End Patch\n"
 
-// fakeUpstream is a function-only Responses upstream. It records request
-// bodies and always answers with an apply_patch function call; a streamed
-// answer first sends textEvents text deltas naming the "gen" field of the
-// request, delay apart, so a stream can be held open across reloads.
-type fakeUpstream struct {
-	textEvents int
-	delay      time.Duration
-
-	mu     sync.Mutex
-	bodies [][]byte
-}
-
-func startUpstream(t *testing.T, u *fakeUpstream) string {
+func startUpstream(t *testing.T, u http.Handler) string {
 	t.Helper()
 	srv := httptest.NewServer(u)
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
-func (u *fakeUpstream) last() gjson.Result {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if len(u.bodies) == 0 {
+// lastRequest is the last body the strict upstream received.
+func lastRequest(u *fakeprovider.Provider) gjson.Result {
+	reqs := u.Requests()
+	if len(reqs) == 0 {
 		return gjson.Result{}
 	}
-	return gjson.ParseBytes(u.bodies[len(u.bodies)-1])
+	return gjson.ParseBytes(reqs[len(reqs)-1])
 }
 
-// saw reports whether a request body containing marker arrived.
-func (u *fakeUpstream) saw(marker string) bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for _, b := range u.bodies {
-		if bytes.Contains(b, []byte(marker)) {
-			return true
-		}
-	}
-	return false
-}
-
-func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	u.mu.Lock()
-	u.bodies = append(u.bodies, body)
-	u.mu.Unlock()
-	args, _ := json.Marshal(map[string]string{"input": patch})
-	argsJSON, _ := json.Marshal(string(args))
-	item := `{"type":"function_call","id":"fc_1","call_id":"call_1","name":"apply_patch","arguments":` + string(argsJSON) + `,"status":"completed"}`
-	if !gjson.GetBytes(body, "stream").Bool() {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"id":"r","object":"response","status":"completed","output":[`+item+`]}`)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	rc := http.NewResponseController(w)
-	seq := 0
-	send := func(typ, data string) {
-		fmt.Fprintf(w, "event: %s\ndata: {\"type\":%q,\"sequence_number\":%d,%s}\n\n", typ, typ, seq, data)
-		seq++
-		_ = rc.Flush()
-	}
-	gen := gjson.GetBytes(body, "gen").String()
-	send("response.created", `"response":{"id":"r","status":"in_progress","output":[]}`)
-	for range u.textEvents {
-		send("response.output_text.delta", `"item_id":"msg_1","output_index":0,"content_index":0,"delta":"gen=`+gen+`;"`)
-		time.Sleep(u.delay)
-	}
-	send("response.output_item.added", `"output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"apply_patch","arguments":"","status":"in_progress"}`)
-	send("response.function_call_arguments.delta", `"item_id":"fc_1","output_index":1,"delta":`+string(argsJSON))
-	send("response.function_call_arguments.done", `"item_id":"fc_1","output_index":1,"arguments":`+string(argsJSON))
-	send("response.output_item.done", `"output_index":1,"item":`+item)
-	send("response.completed", `"response":{"id":"r","status":"completed","output":[`+item+`]}`)
-}
-
-// sseEvents splits an SSE body into the data of its events.
-func sseEvents(t *testing.T, body string) []gjson.Result {
-	t.Helper()
+// parseSSE splits an SSE body into the data of its events. It returns an
+// error rather than failing the test, so goroutines may use it.
+func parseSSE(body string) ([]gjson.Result, error) {
 	var out []gjson.Result
 	sc := bufio.NewScanner(strings.NewReader(body))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
 			if !gjson.Valid(d) {
-				t.Fatalf("event data is not JSON: %s", d)
+				return out, fmt.Errorf("event data is not JSON: %s", d)
 			}
 			out = append(out, gjson.Parse(d))
 		}
 	}
-	return out
+	return out, sc.Err()
 }
 
 // compactJSON is s with insignificant white space removed.

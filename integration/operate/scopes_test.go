@@ -13,6 +13,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/llmtransform/caddy-llm-transform/caddymodule"
+	"github.com/llmtransform/caddy-llm-transform/internal/fakeprovider"
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 )
 
@@ -35,6 +36,11 @@ const (
 	teamAKey = "sk-team-a-0c9f3e7d51b2a84f6e1d9c3b"
 	teamBKey = "sk-team-b-77aa01c4e9d3f52b08a6c1e7"
 	wrongKey = "sk-wrong-5e6f7a8b9c0d4e1f2a3b5c6d"
+
+	// The keys' SHA-256 in hex, computed outside Go
+	// (printf %s KEY | sha256sum), so a wrong hash cannot agree with itself.
+	teamAHash = "db9ab43a50f9551e72bd01d4f0b171d8e4569fc93930ab5fe31b5db2365fce24"
+	teamBHash = "1169d027e2cbaba602433523b807ae579aeeb264452eee98cc8e8a1752c33b0b"
 )
 
 // scopedConfig has a rule in every scope. All of them write "tier", so the
@@ -81,7 +87,7 @@ const toolRequest = `{"model":"m","tier":"client","input":"hi","tools":[{"type":
 
 func TestScopeOrder(t *testing.T) {
 	t.Setenv("OPERATE_TEAM_A_KEY", teamAKey)
-	u := &fakeUpstream{}
+	u := &fakeprovider.Provider{}
 	up := startUpstream(t, u)
 	newTester(t).InitServer(scopedConfig(up, "", ""), "caddyfile")
 
@@ -111,14 +117,14 @@ func TestScopeOrder(t *testing.T) {
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)
 			}
-			seen := u.last()
+			seen := lastRequest(u)
 			if got := seen.Get("tier").String(); got != tc.tier {
 				t.Fatalf("upstream saw tier %q, want %q", got, tc.tier)
 			}
 			if got := seen.Get("tools.0.type").String(); got != "function" {
 				t.Fatalf("upstream saw tool type %q", got)
 			}
-			if got := gjson.Get(body, "output.0.type").String(); got != "custom_tool_call" {
+			if got := gjson.Get(body, `output.#(type=="custom_tool_call").input`).String(); got != normalisedPatch {
 				t.Fatalf("client got %s", body)
 			}
 			if got := resp.Header.Get(caddymodule.ExplainHeader); got != tc.explain {
@@ -133,7 +139,7 @@ func TestScopeOrder(t *testing.T) {
 // rules.
 func TestAmbiguousKeyThroughCaddy(t *testing.T) {
 	t.Setenv("OPERATE_TEAM_A_KEY", teamAKey)
-	up := startUpstream(t, &fakeUpstream{})
+	up := startUpstream(t, &fakeprovider.Provider{})
 	newTester(t).InitServer(scopedConfig(up, "", ""), "caddyfile")
 	resp, body := post(t, "/v1/responses", toolRequest, "Authorization: Basic junk", "X-Api-Key: "+teamAKey)
 	if resp.StatusCode != http.StatusUnauthorized || gjson.Get(body, "error.code").String() != "ambiguous_api_key" {
@@ -151,7 +157,7 @@ func TestWrongOrMissingKey(t *testing.T) {
 	t.Setenv("OPERATE_TEAM_A_KEY", teamAKey)
 	dir := t.TempDir()
 	debugLog, accessLog := filepath.Join(dir, "debug.log"), filepath.Join(dir, "access.log")
-	u := &fakeUpstream{}
+	u := &fakeprovider.Provider{}
 	up := startUpstream(t, u)
 	tester := newTester(t)
 	tester.InitServer(scopedConfig(up, `
@@ -182,7 +188,7 @@ func TestWrongOrMissingKey(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%q: status %d: %s", h, resp.StatusCode, body)
 		}
-		if got := u.last().Get("tier").String(); got != "global" {
+		if got := lastRequest(u).Get("tier").String(); got != "global" {
 			t.Fatalf("%q: upstream saw tier %q: a key rule ran", h, got)
 		}
 		if ex := resp.Header.Get(caddymodule.ExplainHeader); strings.Contains(ex, "api_key/") {
@@ -191,7 +197,7 @@ func TestWrongOrMissingKey(t *testing.T) {
 	}
 	// The right key, as a control that the logs would show its rule.
 	post(t, "/v1/responses", toolRequest, "X-Api-Key: "+teamAKey)
-	if got := u.last().Get("tier").String(); got != "team-a" {
+	if got := lastRequest(u).Get("tier").String(); got != "team-a" {
 		t.Fatalf("with the key, upstream saw tier %q", got)
 	}
 
@@ -223,13 +229,13 @@ func TestWrongOrMissingKey(t *testing.T) {
 	// Nor in the config Caddy holds, which stores only hashes.
 	_, cfg := adminDo(t, http.MethodGet, "/config/apps/llm_transform", "", "")
 	if strings.Contains(cfg, teamAKey) || strings.Contains(cfg, teamBKey) ||
-		!strings.Contains(cfg, `"key_sha256":"`+caddymodule.HashAPIKey(teamAKey)+`"`) {
+		!strings.Contains(cfg, `"key_sha256":"`+teamAHash+`"`) {
 		t.Fatalf("app config: %s", cfg)
 	}
 }
 
 func TestScopeConfigErrors(t *testing.T) {
-	u := &fakeUpstream{}
+	u := &fakeprovider.Provider{}
 	up := startUpstream(t, u)
 	for _, tc := range []struct{ global, want string }{
 		{`llm_transform {
@@ -239,7 +245,7 @@ func TestScopeConfigErrors(t *testing.T) {
 		api_key ` + teamAKey + ` {
 			rule operate_provider_only
 		}
-	}`, "api_key " + caddymodule.HashAPIKey(teamAKey)[:12] + " rule 0 (operate_provider_only): transform does not support the api_key scope"},
+	}`, "api_key " + teamAHash[:12] + " rule 0 (operate_provider_only): transform does not support the api_key scope"},
 		{`llm_transform {
 		api_key ` + teamAKey + ` {
 			rule nope
@@ -302,7 +308,7 @@ func TestAdaptHashesKeys(t *testing.T) {
 			],
 			"api_keys": [
 				{
-					"key_sha256": "`+caddymodule.HashAPIKey(teamAKey)+`",
+					"key_sha256": "`+teamAHash+`",
 					"rules": [
 						{
 							"transform": "field_set",
@@ -314,7 +320,7 @@ func TestAdaptHashesKeys(t *testing.T) {
 					]
 				},
 				{
-					"key_sha256": "`+caddymodule.HashAPIKey(teamBKey)+`"
+					"key_sha256": "`+teamBHash+`"
 				}
 			],
 			"key_sources": [

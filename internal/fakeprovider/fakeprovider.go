@@ -1,8 +1,7 @@
-package caddymodule
-
-// This file holds a DEMO upstream: a fake, deliberately strict LLM provider
-// that only understands JSON function tools. It exists for README demos and
-// for tests; it is not a model and must never be used as a real backend.
+// Package fakeprovider is a fake, deliberately strict LLM provider for tests
+// and the demo: it only understands JSON function tools. It is not a model
+// and must never be used as a real backend.
+package fakeprovider
 
 import (
 	"bytes"
@@ -17,196 +16,183 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/tidwall/gjson"
 )
 
-func init() {
-	caddy.RegisterModule(new(DemoUpstream))
-	httpcaddyfile.RegisterHandlerDirective("llm_transform_demo_upstream", parseDemoUpstreamCaddyfile)
-	// Terminal like respond, so it needs no order line in demo Caddyfiles.
-	httpcaddyfile.RegisterDirectiveOrder("llm_transform_demo_upstream", httpcaddyfile.Before, "respond")
-}
-
 const (
-	// DefaultDemoPatch is the patch the demo upstream sends when none is
-	// configured. It is written the way sloppy models write patches (marker
-	// suffixes, no "+" before added lines), so it only applies once the
-	// gateway has normalised it to
+	// DefaultPatch is the patch the provider sends when none is configured.
+	// It is written the way sloppy models write patches (marker suffixes, no
+	// "+" before added lines), so it only applies once the gateway has
+	// normalised it to
 	// "*** Begin Patch\n*** Add File: hello.txt\n+Hello from caddy-llm-transform\n*** End Patch\n".
-	DefaultDemoPatch = "*** Begin Patch ***\n*** Add File: hello.txt\nHello from caddy-llm-transform\n*** End Patch ***"
+	DefaultPatch = "*** Begin Patch ***\n*** Add File: hello.txt\nHello from caddy-llm-transform\n*** End Patch ***"
 
-	// DefaultDemoDeltaSize is the default size in bytes of the streamed
+	// DefaultDeltaSize is the default size in bytes of the streamed
 	// argument fragments.
-	DefaultDemoDeltaSize = 8
+	DefaultDeltaSize = 8
 
-	// demoMaxBody caps request bodies; Codex sends about 40 KB per turn.
-	demoMaxBody = 32 << 20
+	// LogSize is how many request bodies Requests keeps: the most recent
+	// ones. A demo that a real client talks to for hours must not grow.
+	LogSize = 16
 
-	demoToolName = "apply_patch"
-	demoPreface  = "I'll create the file."
-	demoApplied  = "Patch applied."
-	demoNoTool   = "No apply_patch function tool was offered, so I cannot edit files."
+	// LogBodyLimit caps each kept body; a longer one is kept truncated.
+	// Codex sends about 40 KB per turn.
+	LogBodyLimit = 1 << 20
+
+	// maxBody caps request bodies, as providers do.
+	maxBody = 32 << 20
+
+	toolName   = "apply_patch"
+	msgPreface = "I'll create the file."
+	msgApplied = "Patch applied."
+	msgNoTool  = "No apply_patch function tool was offered, so I cannot edit files."
 )
 
-// DemoUpstream is a DEMO upstream for README examples and tests, not a real
-// model. It imitates a strict function-only provider (as DeepSeek or Bedrock
-// are): it answers 400 "unknown variant `custom`" to any request carrying
-// Codex's freeform custom tools or custom tool calls, and otherwise follows a
-// fixed script. Asked with an apply_patch function tool, it calls that tool
-// once with {"input": Patch}; given the tool's output, it answers with text.
+// Provider imitates a strict function-only provider (as DeepSeek or Bedrock
+// are): it answers 400 "unknown variant `custom`", in OpenAI's error shape,
+// to any request carrying Codex's freeform custom tools or custom tool calls,
+// and otherwise follows a fixed script. Asked with an apply_patch function
+// tool, it calls that tool once with {"input": Patch}; given the tool's
+// output, it answers with text.
 //
 // It serves POST .../responses (Responses API, JSON or SSE) and
 // POST .../chat/completions (Chat Completions, JSON or SSE), and answers
-// anything else with 404. In Caddy it is a terminal handler; outside Caddy,
-// use Handler.
-type DemoUpstream struct {
+// anything else with 404. The zero value is ready to use.
+type Provider struct {
 	// Patch is the apply_patch text sent as the "input" argument of the
-	// scripted function call. Default: DefaultDemoPatch, a patch that only
+	// scripted function call. Default: DefaultPatch, a patch that only
 	// applies after normalisation.
-	Patch string `json:"patch,omitempty"`
+	Patch string
 
-	// DeltaSize is the size in bytes of each streamed fragment of the function
-	// call arguments. Fragments split the JSON text anywhere, even inside
-	// escape sequences, but never inside a UTF-8 character. Default: 8.
-	DeltaSize int `json:"delta_size,omitempty"`
+	// DeltaSize is the size in bytes of each streamed fragment of the
+	// function call arguments. Fragments split the JSON text anywhere, even
+	// inside escape sequences, but never inside a UTF-8 character.
+	// Default: DefaultDeltaSize.
+	DeltaSize int
 
-	now func() time.Time // for tests; nil means time.Now
+	// Now stamps the replies' creation times; nil means time.Now. Tests pin
+	// it to compare replies byte for byte.
+	Now func() time.Time
 
-	mu       sync.Mutex
-	requests [][]byte
+	// Reply, if set, answers the requests that pass the strict checks in
+	// place of the script, for tests that need another answer from the same
+	// strict provider.
+	Reply func(w http.ResponseWriter, req gjson.Result)
+
+	mu     sync.Mutex
+	served int      // requests received, for unique and predictable ids
+	log    [][]byte // the last LogSize bodies, oldest first
 }
 
-// CaddyModule returns the Caddy module information.
-func (*DemoUpstream) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.llm_transform_demo_upstream",
-		New: func() caddy.Module { return new(DemoUpstream) },
-	}
-}
-
-// Validate ensures the configuration is usable.
-func (d *DemoUpstream) Validate() error {
-	if d.DeltaSize < 0 {
-		return fmt.Errorf("delta_size must not be negative, got %d", d.DeltaSize)
-	}
-	return nil
-}
-
-// ServeHTTP implements caddyhttp.MiddlewareHandler. It always answers the
-// request itself and never calls next.
-func (d *DemoUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	d.serve(w, r)
-	return nil
-}
-
-// Handler returns the demo upstream as a plain http.Handler, for use without
-// Caddy (e.g. with httptest.NewServer).
-func (d *DemoUpstream) Handler() http.Handler {
-	return http.HandlerFunc(d.serve)
-}
-
-// Requests returns copies of the request bodies received on the responses
-// and chat completions endpoints, in arrival order, rejected ones included.
-func (d *DemoUpstream) Requests() [][]byte {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make([][]byte, len(d.requests))
-	for i, b := range d.requests {
+// Requests returns copies of the last LogSize request bodies received on
+// the responses and chat completions endpoints, oldest first, rejected ones
+// included. Each is cut at LogBodyLimit bytes.
+func (p *Provider) Requests() [][]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([][]byte, len(p.log))
+	for i, b := range p.log {
 		out[i] = bytes.Clone(b)
 	}
 	return out
 }
 
-// record stores a copy of body and returns its 1-based arrival number, which
-// makes the ids of the reply unique and predictable.
-func (d *DemoUpstream) record(body []byte) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.requests = append(d.requests, bytes.Clone(body))
-	return len(d.requests)
-}
-
-func (d *DemoUpstream) patch() string {
-	if d.Patch == "" {
-		return DefaultDemoPatch
+// record keeps a bounded copy of body and returns its 1-based arrival
+// number, which makes the ids of the reply unique and predictable.
+func (p *Provider) record(body []byte) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.log) == LogSize {
+		// Shift rather than reslice, so the dropped body can be collected.
+		copy(p.log, p.log[1:])
+		p.log = p.log[:LogSize-1]
 	}
-	return d.Patch
+	p.log = append(p.log, bytes.Clone(body[:min(len(body), LogBodyLimit)]))
+	p.served++
+	return p.served
 }
 
-func (d *DemoUpstream) clock() int64 {
-	if d.now == nil {
+func (p *Provider) patch() string {
+	if p.Patch == "" {
+		return DefaultPatch
+	}
+	return p.Patch
+}
+
+func (p *Provider) clock() int64 {
+	if p.Now == nil {
 		return time.Now().Unix()
 	}
-	return d.now().Unix()
+	return p.Now().Unix()
 }
 
-func (d *DemoUpstream) deltaSize() int {
-	if d.DeltaSize <= 0 {
-		return DefaultDemoDeltaSize
+func (p *Provider) deltaSize() int {
+	if p.DeltaSize <= 0 {
+		return DefaultDeltaSize
 	}
-	return d.DeltaSize
+	return p.DeltaSize
 }
 
-type demoAPI int
+type apiKind int
 
 const (
-	demoResponses demoAPI = iota
-	demoChat
+	apiResponses apiKind = iota
+	apiChat
 )
 
-func (d *DemoUpstream) serve(w http.ResponseWriter, r *http.Request) {
-	var api demoAPI
+// ServeHTTP implements http.Handler.
+func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var api apiKind
 	switch {
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/responses"):
-		api = demoResponses
+		api = apiResponses
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
-		api = demoChat
+		api = apiChat
 	default:
 		// OpenAI's own wording for unknown routes.
-		writeDemoError(w, http.StatusNotFound, fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path), "", "")
+		writeError(w, http.StatusNotFound, fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path), "", "")
 		return
 	}
 
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, demoMaxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			writeDemoError(w, http.StatusRequestEntityTooLarge,
-				fmt.Sprintf("Request body too large: the limit is %d bytes.", demoMaxBody), "", "request_too_large")
+			writeError(w, http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("Request body too large: the limit is %d bytes.", maxBody), "", "request_too_large")
 			return
 		}
-		writeDemoError(w, http.StatusBadRequest, "could not read the request body: "+err.Error(), "", "")
+		writeError(w, http.StatusBadRequest, "could not read the request body: "+err.Error(), "", "")
 		return
 	}
-	n := d.record(body)
+	n := p.record(body)
 
 	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
-		writeDemoError(w, http.StatusBadRequest,
+		writeError(w, http.StatusBadRequest,
 			"We could not parse the JSON body of your request. The OpenAI API expects a JSON payload.", "", "")
 		return
 	}
 	req := gjson.ParseBytes(body)
 
-	if api == demoResponses {
-		if rej := rejectResponses(req); rej != nil {
-			writeDemoError(w, http.StatusBadRequest, rej.message, rej.param, "")
-			return
-		}
-		d.replyResponses(w, req, n, len(body))
+	reject := rejectChat
+	if api == apiResponses {
+		reject = rejectResponses
+	}
+	if rej := reject(req); rej != nil {
+		writeError(w, http.StatusBadRequest, rej.message, rej.param, "")
 		return
 	}
-	if rej := rejectChat(req); rej != nil {
-		writeDemoError(w, http.StatusBadRequest, rej.message, rej.param, "")
-		return
+	switch {
+	case p.Reply != nil:
+		p.Reply(w, req)
+	case api == apiResponses:
+		p.replyResponses(w, req, n, len(body))
+	default:
+		p.replyChat(w, req, n, len(body))
 	}
-	d.replyChat(w, req, n, len(body))
 }
 
-// demoRejection says why a strict function-only provider refuses a request.
-type demoRejection struct {
+// rejection says why a strict function-only provider refuses a request.
+type rejection struct {
 	param   string
 	message string
 }
@@ -219,25 +205,25 @@ const (
 
 // rejectResponses finds the first part of a Responses request that a
 // function-only provider does not understand.
-func rejectResponses(req gjson.Result) *demoRejection {
+func rejectResponses(req gjson.Result) *rejection {
 	if rej := rejectResponsesTools(req.Get("tools"), "tools"); rej != nil {
 		return rej
 	}
-	var rej *demoRejection
+	var rej *rejection
 	input := req.Get("input")
 	if input.IsArray() {
 		for i, item := range input.Array() {
 			path := "input[" + strconv.Itoa(i) + "]"
 			switch typ := item.Get("type").String(); typ {
 			case "custom_tool_call", "custom_tool_call_output":
-				rej = &demoRejection{path + ".type", fmt.Sprintf(msgCustomItemTmpl, typ)}
+				rej = &rejection{path + ".type", fmt.Sprintf(msgCustomItemTmpl, typ)}
 			case "additional_tools":
 				rej = rejectResponsesTools(item.Get("tools"), path+".tools")
 			case "function_call", "function_call_output":
 				// Real Responses upstreams validate item ids by prefix, so a
 				// converted custom call that kept its ctc_/ctco_ id fails.
 				if id := item.Get("id"); id.Exists() && !strings.HasPrefix(id.String(), "fc") {
-					rej = &demoRejection{path + ".id", fmt.Sprintf(
+					rej = &rejection{path + ".id", fmt.Sprintf(
 						"Invalid '%s.id': '%s'. Expected an ID that begins with 'fc'.", path, id.String())}
 				}
 			}
@@ -249,11 +235,11 @@ func rejectResponses(req gjson.Result) *demoRejection {
 	choice := req.Get("tool_choice")
 	switch choice.Get("type").String() {
 	case "custom":
-		return &demoRejection{"tool_choice.type", msgCustomChoice}
+		return &rejection{"tool_choice.type", msgCustomChoice}
 	case "allowed_tools":
 		for j, t := range choice.Get("tools").Array() {
 			if t.Get("type").String() == "custom" {
-				return &demoRejection{"tool_choice.tools[" + strconv.Itoa(j) + "].type", msgCustomTool}
+				return &rejection{"tool_choice.tools[" + strconv.Itoa(j) + "].type", msgCustomTool}
 			}
 		}
 	}
@@ -262,12 +248,12 @@ func rejectResponses(req gjson.Result) *demoRejection {
 
 // rejectResponsesTools checks a Responses tools array, descending into
 // namespace tools.
-func rejectResponsesTools(tools gjson.Result, path string) *demoRejection {
+func rejectResponsesTools(tools gjson.Result, path string) *rejection {
 	for i, t := range tools.Array() {
 		p := path + "[" + strconv.Itoa(i) + "]"
 		switch t.Get("type").String() {
 		case "custom":
-			return &demoRejection{p + ".type", msgCustomTool}
+			return &rejection{p + ".type", msgCustomTool}
 		case "namespace":
 			if rej := rejectResponsesTools(t.Get("tools"), p+".tools"); rej != nil {
 				return rej
@@ -278,16 +264,22 @@ func rejectResponsesTools(tools gjson.Result, path string) *demoRejection {
 }
 
 // rejectChat is rejectResponses for Chat Completions shapes.
-func rejectChat(req gjson.Result) *demoRejection {
+func rejectChat(req gjson.Result) *rejection {
 	for i, t := range req.Get("tools").Array() {
 		if t.Get("type").String() == "custom" {
-			return &demoRejection{"tools[" + strconv.Itoa(i) + "].type", msgCustomTool}
+			return &rejection{"tools[" + strconv.Itoa(i) + "].type", msgCustomTool}
+		}
+		// A converter that retypes a tool but leaves its custom body behind
+		// is caught here, as OpenAI refuses unknown parameters.
+		if t.Get("custom").Exists() {
+			p := "tools[" + strconv.Itoa(i) + "].custom"
+			return &rejection{p, "Unknown parameter: '" + p + "'."}
 		}
 	}
 	for i, m := range req.Get("messages").Array() {
 		for j, tc := range m.Get("tool_calls").Array() {
 			if tc.Get("type").String() == "custom" {
-				return &demoRejection{
+				return &rejection{
 					"messages[" + strconv.Itoa(i) + "].tool_calls[" + strconv.Itoa(j) + "].type", msgCustomTool}
 			}
 		}
@@ -295,20 +287,20 @@ func rejectChat(req gjson.Result) *demoRejection {
 	choice := req.Get("tool_choice")
 	switch choice.Get("type").String() {
 	case "custom":
-		return &demoRejection{"tool_choice.type", msgCustomChoice}
+		return &rejection{"tool_choice.type", msgCustomChoice}
 	case "allowed_tools":
 		// Chat nests the list, unlike Responses.
 		for j, t := range choice.Get("allowed_tools.tools").Array() {
 			if t.Get("type").String() == "custom" {
-				return &demoRejection{"tool_choice.allowed_tools.tools[" + strconv.Itoa(j) + "].type", msgCustomTool}
+				return &rejection{"tool_choice.allowed_tools.tools[" + strconv.Itoa(j) + "].type", msgCustomTool}
 			}
 		}
 	}
 	return nil
 }
 
-// writeDemoError writes an OpenAI-shaped error; empty param and code are null.
-func writeDemoError(w http.ResponseWriter, status int, message, param, code string) {
+// writeError writes an OpenAI-shaped error; empty param and code are null.
+func writeError(w http.ResponseWriter, status int, message, param, code string) {
 	nullable := func(s string) any {
 		if s == "" {
 			return nil
@@ -319,7 +311,7 @@ func writeDemoError(w http.ResponseWriter, status int, message, param, code stri
 	if status >= 500 {
 		typ = "server_error"
 	}
-	b := mustMarshalDemo(jsonObj{{"error", jsonObj{
+	b := mustMarshal(jsonObj{{"error", jsonObj{
 		{"message", message},
 		{"type", typ},
 		{"param", nullable(param)},
@@ -331,62 +323,62 @@ func writeDemoError(w http.ResponseWriter, status int, message, param, code stri
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// demoPlan is what the script decided to answer.
-type demoPlan struct {
+// script is what the script decided to answer.
+type script struct {
 	preface   string // assistant text before the call; or the whole answer
 	call      bool
 	namespace string // namespace that declared apply_patch, if any
 	arguments string
 }
 
-func (d *DemoUpstream) planResponses(req gjson.Result) demoPlan {
+func (p *Provider) planResponses(req gjson.Result) script {
 	items := req.Get("input").Array()
 	if len(items) > 0 && items[len(items)-1].Get("type").String() == "function_call_output" {
-		return demoPlan{preface: demoApplied}
+		return script{preface: msgApplied}
 	}
 	for _, t := range req.Get("tools").Array() {
 		switch t.Get("type").String() {
 		case "function":
-			if t.Get("name").String() == demoToolName {
-				return demoPlan{preface: demoPreface, call: true, arguments: d.arguments()}
+			if t.Get("name").String() == toolName {
+				return script{preface: msgPreface, call: true, arguments: p.arguments()}
 			}
 		case "namespace":
 			for _, nt := range t.Get("tools").Array() {
-				if nt.Get("type").String() == "function" && nt.Get("name").String() == demoToolName {
-					return demoPlan{preface: demoPreface, call: true, namespace: t.Get("name").String(), arguments: d.arguments()}
+				if nt.Get("type").String() == "function" && nt.Get("name").String() == toolName {
+					return script{preface: msgPreface, call: true, namespace: t.Get("name").String(), arguments: p.arguments()}
 				}
 			}
 		}
 	}
-	return demoPlan{preface: demoNoTool}
+	return script{preface: msgNoTool}
 }
 
-func (d *DemoUpstream) planChat(req gjson.Result) demoPlan {
+func (p *Provider) planChat(req gjson.Result) script {
 	msgs := req.Get("messages").Array()
 	if len(msgs) > 0 && msgs[len(msgs)-1].Get("role").String() == "tool" {
-		return demoPlan{preface: demoApplied}
+		return script{preface: msgApplied}
 	}
 	for _, t := range req.Get("tools").Array() {
-		if t.Get("type").String() == "function" && t.Get("function.name").String() == demoToolName {
-			return demoPlan{call: true, arguments: d.arguments()}
+		if t.Get("type").String() == "function" && t.Get("function.name").String() == toolName {
+			return script{call: true, arguments: p.arguments()}
 		}
 	}
-	return demoPlan{preface: demoNoTool}
+	return script{preface: msgNoTool}
 }
 
 // arguments encodes {"input": Patch} the way a model writes it, without
 // Go's HTML escaping.
-func (d *DemoUpstream) arguments() string {
+func (p *Provider) arguments() string {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(map[string]string{"input": d.patch()})
+	_ = enc.Encode(map[string]string{"input": p.patch()})
 	return strings.TrimSuffix(buf.String(), "\n")
 }
 
-// splitDemoBytes cuts s into pieces of about size bytes, moving each cut back
+// splitBytes cuts s into pieces of about size bytes, moving each cut back
 // to a UTF-8 character boundary so every piece stays valid JSON text.
-func splitDemoBytes(s string, size int) []string {
+func splitBytes(s string, size int) []string {
 	var out []string
 	for len(s) > 0 {
 		n := min(size, len(s))
@@ -402,8 +394,8 @@ func splitDemoBytes(s string, size int) []string {
 	return out
 }
 
-// splitDemoWords cuts text before each space, as token streams do.
-func splitDemoWords(text string) []string {
+// splitWords cuts text before each space, as token streams do.
+func splitWords(text string) []string {
 	var out []string
 	for len(text) > 0 {
 		i := strings.IndexByte(text[1:], ' ')
@@ -417,13 +409,13 @@ func splitDemoWords(text string) []string {
 	return out
 }
 
-// demoTokens is a crude but deterministic token estimate for usage fields.
-func demoTokens(n int) int { return (n + 3) / 4 }
+// estimateTokens is a crude but deterministic token estimate for usage fields.
+func estimateTokens(n int) int { return (n + 3) / 4 }
 
-func (d *DemoUpstream) replyResponses(w http.ResponseWriter, req gjson.Result, n, bodyLen int) {
-	plan := d.planResponses(req)
+func (p *Provider) replyResponses(w http.ResponseWriter, req gjson.Result, n, bodyLen int) {
+	plan := p.planResponses(req)
 	model := req.Get("model").String()
-	created := d.clock()
+	created := p.clock()
 	id := "resp_demo_" + strconv.Itoa(n)
 	msgID := "msg_demo_" + strconv.Itoa(n)
 	fcID := "fc_demo_" + strconv.Itoa(n)
@@ -432,12 +424,12 @@ func (d *DemoUpstream) replyResponses(w http.ResponseWriter, req gjson.Result, n
 	messageItem := func(status, text string) jsonObj {
 		content := []any{}
 		if status == "completed" {
-			content = append(content, demoOutputText(text))
+			content = append(content, outputText(text))
 		}
 		return jsonObj{{"id", msgID}, {"type", "message"}, {"status", status}, {"content", content}, {"role", "assistant"}}
 	}
 	callItem := func(status, args string) jsonObj {
-		it := jsonObj{{"id", fcID}, {"type", "function_call"}, {"status", status}, {"arguments", args}, {"call_id", callID}, {"name", demoToolName}}
+		it := jsonObj{{"id", fcID}, {"type", "function_call"}, {"status", status}, {"arguments", args}, {"call_id", callID}, {"name", toolName}}
 		if plan.namespace != "" {
 			it = append(it, jsonField{"namespace", plan.namespace})
 		}
@@ -448,13 +440,13 @@ func (d *DemoUpstream) replyResponses(w http.ResponseWriter, req gjson.Result, n
 	if plan.call {
 		output = append(output, callItem("completed", plan.arguments))
 	}
-	outTokens := demoTokens(len(plan.preface) + len(plan.arguments))
+	outTokens := estimateTokens(len(plan.preface) + len(plan.arguments))
 	usage := jsonObj{
-		{"input_tokens", demoTokens(bodyLen)},
+		{"input_tokens", estimateTokens(bodyLen)},
 		{"input_tokens_details", jsonObj{{"cached_tokens", 0}}},
 		{"output_tokens", outTokens},
 		{"output_tokens_details", jsonObj{{"reasoning_tokens", 0}}},
-		{"total_tokens", demoTokens(bodyLen) + outTokens},
+		{"total_tokens", estimateTokens(bodyLen) + outTokens},
 	}
 	toolChoice := json.RawMessage(`"auto"`)
 	if c := req.Get("tool_choice"); c.Exists() {
@@ -465,8 +457,8 @@ func (d *DemoUpstream) replyResponses(w http.ResponseWriter, req gjson.Result, n
 		tools = json.RawMessage(t.Raw)
 	}
 	parallel := true
-	if p := req.Get("parallel_tool_calls"); p.Exists() {
-		parallel = p.Bool()
+	if ptc := req.Get("parallel_tool_calls"); ptc.Exists() {
+		parallel = ptc.Bool()
 	}
 	response := func(status string, output []any, usage any) jsonObj {
 		var completedAt any
@@ -482,66 +474,66 @@ func (d *DemoUpstream) replyResponses(w http.ResponseWriter, req gjson.Result, n
 	}
 
 	if !req.Get("stream").Bool() {
-		writeDemoJSON(w, response("completed", output, usage))
+		writeJSON(w, response("completed", output, usage))
 		return
 	}
 
-	s := newDemoSSE(w, true, req.Get("stream_options.include_obfuscation").Type != gjson.False)
+	s := newSSE(w, true, req.Get("stream_options.include_obfuscation").Type != gjson.False)
 	s.event("response.created", jsonField{"response", response("in_progress", []any{}, nil)})
 	s.event("response.in_progress", jsonField{"response", response("in_progress", []any{}, nil)})
 
 	text := plan.preface
 	s.event("response.output_item.added", jsonField{"output_index", 0}, jsonField{"item", messageItem("in_progress", "")})
 	s.event("response.content_part.added", jsonField{"item_id", msgID}, jsonField{"output_index", 0},
-		jsonField{"content_index", 0}, jsonField{"part", demoOutputText("")})
-	for _, piece := range splitDemoWords(text) {
+		jsonField{"content_index", 0}, jsonField{"part", outputText("")})
+	for _, piece := range splitWords(text) {
 		s.delta("response.output_text.delta", piece, jsonField{"item_id", msgID}, jsonField{"output_index", 0},
 			jsonField{"content_index", 0}, jsonField{"delta", piece}, jsonField{"logprobs", []any{}})
 	}
 	s.event("response.output_text.done", jsonField{"item_id", msgID}, jsonField{"output_index", 0},
 		jsonField{"content_index", 0}, jsonField{"text", text}, jsonField{"logprobs", []any{}})
 	s.event("response.content_part.done", jsonField{"item_id", msgID}, jsonField{"output_index", 0},
-		jsonField{"content_index", 0}, jsonField{"part", demoOutputText(text)})
+		jsonField{"content_index", 0}, jsonField{"part", outputText(text)})
 	s.event("response.output_item.done", jsonField{"output_index", 0}, jsonField{"item", messageItem("completed", text)})
 
 	if plan.call {
 		s.event("response.output_item.added", jsonField{"output_index", 1}, jsonField{"item", callItem("in_progress", "")})
-		for _, piece := range splitDemoBytes(plan.arguments, d.deltaSize()) {
+		for _, piece := range splitBytes(plan.arguments, p.deltaSize()) {
 			s.delta("response.function_call_arguments.delta", piece, jsonField{"item_id", fcID},
 				jsonField{"output_index", 1}, jsonField{"delta", piece})
 		}
 		s.event("response.function_call_arguments.done", jsonField{"item_id", fcID}, jsonField{"output_index", 1},
-			jsonField{"name", demoToolName}, jsonField{"arguments", plan.arguments})
+			jsonField{"name", toolName}, jsonField{"arguments", plan.arguments})
 		s.event("response.output_item.done", jsonField{"output_index", 1}, jsonField{"item", callItem("completed", plan.arguments)})
 	}
 	s.event("response.completed", jsonField{"response", response("completed", output, usage)})
 }
 
-func demoOutputText(text string) jsonObj {
+func outputText(text string) jsonObj {
 	return jsonObj{{"type", "output_text"}, {"annotations", []any{}}, {"logprobs", []any{}}, {"text", text}}
 }
 
-func (d *DemoUpstream) replyChat(w http.ResponseWriter, req gjson.Result, n, bodyLen int) {
-	plan := d.planChat(req)
+func (p *Provider) replyChat(w http.ResponseWriter, req gjson.Result, n, bodyLen int) {
+	plan := p.planChat(req)
 	model := req.Get("model").String()
-	created := d.clock()
+	created := p.clock()
 	id := "chatcmpl-demo-" + strconv.Itoa(n)
 	callID := "call_demo_" + strconv.Itoa(n)
 	finish := "stop"
 	if plan.call {
 		finish = "tool_calls"
 	}
-	outTokens := demoTokens(len(plan.preface) + len(plan.arguments))
+	outTokens := estimateTokens(len(plan.preface) + len(plan.arguments))
 	usage := jsonObj{
-		{"prompt_tokens", demoTokens(bodyLen)},
+		{"prompt_tokens", estimateTokens(bodyLen)},
 		{"completion_tokens", outTokens},
-		{"total_tokens", demoTokens(bodyLen) + outTokens},
+		{"total_tokens", estimateTokens(bodyLen) + outTokens},
 		{"prompt_tokens_details", jsonObj{{"cached_tokens", 0}}},
 	}
 	// A call's first appearance names it; later stream fragments carry only
 	// its index and more arguments.
 	fullCall := func(args string) jsonObj {
-		return jsonObj{{"id", callID}, {"type", "function"}, {"function", jsonObj{{"name", demoToolName}, {"arguments", args}}}}
+		return jsonObj{{"id", callID}, {"type", "function"}, {"function", jsonObj{{"name", toolName}, {"arguments", args}}}}
 	}
 	callDelta := func(args string) jsonObj {
 		return jsonObj{{"index", 0}, {"function", jsonObj{{"arguments", args}}}}
@@ -559,7 +551,7 @@ func (d *DemoUpstream) replyChat(w http.ResponseWriter, req gjson.Result, n, bod
 		if toolCalls != nil {
 			msg = append(msg, jsonField{"tool_calls", toolCalls})
 		}
-		writeDemoJSON(w, jsonObj{
+		writeJSON(w, jsonObj{
 			{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
 			{"choices", []any{jsonObj{{"index", 0}, {"message", msg}, {"logprobs", nil}, {"finish_reason", finish}}}},
 			{"usage", usage},
@@ -568,7 +560,7 @@ func (d *DemoUpstream) replyChat(w http.ResponseWriter, req gjson.Result, n, bod
 	}
 
 	includeUsage := req.Get("stream_options.include_usage").Bool()
-	s := newDemoSSE(w, false, false)
+	s := newSSE(w, false, false)
 	chunk := func(choices []any, usageVal any) {
 		c := jsonObj{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model}, {"choices", choices}}
 		// OpenAI sends "usage":null on every chunk once usage was asked for.
@@ -582,12 +574,12 @@ func (d *DemoUpstream) replyChat(w http.ResponseWriter, req gjson.Result, n, bod
 	}
 	if plan.call {
 		chunk(choice(jsonObj{{"role", "assistant"}, {"content", nil}, {"tool_calls", []any{append(jsonObj{{"index", 0}}, fullCall("")...)}}}, nil), nil)
-		for _, piece := range splitDemoBytes(plan.arguments, d.deltaSize()) {
+		for _, piece := range splitBytes(plan.arguments, p.deltaSize()) {
 			chunk(choice(jsonObj{{"tool_calls", []any{callDelta(piece)}}}, nil), nil)
 		}
 	} else {
 		chunk(choice(jsonObj{{"role", "assistant"}, {"content", ""}, {"refusal", nil}}, nil), nil)
-		for _, piece := range splitDemoWords(plan.preface) {
+		for _, piece := range splitWords(plan.preface) {
 			chunk(choice(jsonObj{{"content", piece}}, nil), nil)
 		}
 	}
@@ -598,17 +590,17 @@ func (d *DemoUpstream) replyChat(w http.ResponseWriter, req gjson.Result, n, bod
 	s.raw("[DONE]")
 }
 
-func writeDemoJSON(w http.ResponseWriter, v any) {
-	b := append(mustMarshalDemo(v), '\n')
+func writeJSON(w http.ResponseWriter, v any) {
+	b := append(mustMarshal(v), '\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
 }
 
-// demoSSE writes server-sent events and flushes each one, so tests see the
+// sseWriter writes server-sent events and flushes each one, so tests see the
 // stream arrive event by event as it would from a real provider.
-type demoSSE struct {
+type sseWriter struct {
 	w           http.ResponseWriter
 	rc          *http.ResponseController
 	named       bool // Responses streams add an "event:" line; Chat streams do not
@@ -617,36 +609,36 @@ type demoSSE struct {
 	failed      bool
 }
 
-func newDemoSSE(w http.ResponseWriter, named, obfuscation bool) *demoSSE {
+func newSSE(w http.ResponseWriter, named, obfuscation bool) *sseWriter {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	return &demoSSE{w: w, rc: http.NewResponseController(w), named: named, obfuscation: obfuscation}
+	return &sseWriter{w: w, rc: http.NewResponseController(w), named: named, obfuscation: obfuscation}
 }
 
 // event writes a Responses event with type and sequence_number first.
-func (s *demoSSE) event(typ string, fields ...jsonField) {
+func (s *sseWriter) event(typ string, fields ...jsonField) {
 	obj := append(jsonObj{{"type", typ}, {"sequence_number", s.seq}}, fields...)
 	s.seq++
-	s.write(typ, string(mustMarshalDemo(obj)))
+	s.write(typ, string(mustMarshal(obj)))
 }
 
 // delta is event plus the obfuscation padding real OpenAI streams add to
 // delta events so that their sizes do not reveal the token lengths.
-func (s *demoSSE) delta(typ, piece string, fields ...jsonField) {
+func (s *sseWriter) delta(typ, piece string, fields ...jsonField) {
 	if s.obfuscation {
-		fields = append(fields, jsonField{"obfuscation", demoPadding(s.seq, len(piece))})
+		fields = append(fields, jsonField{"obfuscation", padding(s.seq, len(piece))})
 	}
 	s.event(typ, fields...)
 }
 
 // data writes a Chat chunk.
-func (s *demoSSE) data(v any) { s.write("", string(mustMarshalDemo(v))) }
+func (s *sseWriter) data(v any) { s.write("", string(mustMarshal(v))) }
 
 // raw writes a data line verbatim, for the [DONE] sentinel.
-func (s *demoSSE) raw(line string) { s.write("", line) }
+func (s *sseWriter) raw(line string) { s.write("", line) }
 
-func (s *demoSSE) write(name, data string) {
+func (s *sseWriter) write(name, data string) {
 	if s.failed {
 		return
 	}
@@ -665,8 +657,8 @@ func (s *demoSSE) write(name, data string) {
 	}
 }
 
-// demoPadding is deterministic filler, so that tests may compare bytes.
-func demoPadding(seq, pieceLen int) string {
+// padding is deterministic filler, so that tests may compare bytes.
+func padding(seq, pieceLen int) string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 	n := 4 + (16-pieceLen%16)%16
 	b := make([]byte, n)
@@ -676,8 +668,8 @@ func demoPadding(seq, pieceLen int) string {
 	return string(b)
 }
 
-// jsonObj is a JSON object that keeps its keys in order, so the demo's
-// output reads like a provider's and stays byte-stable for tests.
+// jsonObj is a JSON object that keeps its keys in order, so the replies
+// read like a real provider's and stay byte-stable for tests.
 type jsonObj []jsonField
 
 type jsonField struct {
@@ -709,70 +701,17 @@ func (o jsonObj) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func mustMarshalDemo(v any) []byte {
+func mustMarshal(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
 		// Only fixed shapes and strings are marshalled here.
-		panic("demo upstream: " + err.Error())
+		panic("fakeprovider: " + err.Error())
 	}
 	return b
 }
 
-// parseDemoUpstreamCaddyfile sets up the handler from Caddyfile tokens.
-func parseDemoUpstreamCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	d := new(DemoUpstream)
-	err := d.UnmarshalCaddyfile(h.Dispenser)
-	return d, err
-}
-
-// UnmarshalCaddyfile sets up the demo upstream from Caddyfile tokens. Syntax:
-//
-//	llm_transform_demo_upstream [<matcher>] {
-//		patch      <text>
-//		delta_size <bytes>
-//	}
-//
-// Quoted tokens do not interpret \n, so write a multi-line patch as a heredoc
-// (patch <<EOF ... EOF) or a backtick-quoted token.
-func (d *DemoUpstream) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
-	disp.Next() // consume directive name
-	if disp.NextArg() {
-		return disp.ArgErr()
-	}
-	for nesting := disp.Nesting(); disp.NextBlock(nesting); {
-		switch disp.Val() {
-		case "patch":
-			if !disp.NextArg() {
-				return disp.ArgErr()
-			}
-			d.Patch = disp.Val()
-			if disp.NextArg() {
-				return disp.ArgErr()
-			}
-		case "delta_size":
-			if !disp.NextArg() {
-				return disp.ArgErr()
-			}
-			n, err := strconv.Atoi(disp.Val())
-			if err != nil || n <= 0 {
-				return disp.Errf("delta_size must be a positive integer, got %q", disp.Val())
-			}
-			d.DeltaSize = n
-			if disp.NextArg() {
-				return disp.ArgErr()
-			}
-		default:
-			return disp.Errf("unrecognized subdirective %q", disp.Val())
-		}
-	}
-	return nil
-}
-
 // Interface guards
 var (
-	_ caddy.Module                = (*DemoUpstream)(nil)
-	_ caddy.Validator             = (*DemoUpstream)(nil)
-	_ caddyhttp.MiddlewareHandler = (*DemoUpstream)(nil)
-	_ caddyfile.Unmarshaler       = (*DemoUpstream)(nil)
-	_ json.Marshaler              = jsonObj(nil)
+	_ http.Handler   = (*Provider)(nil)
+	_ json.Marshaler = jsonObj(nil)
 )

@@ -1,8 +1,9 @@
-package caddymodule
+package fakeprovider
 
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -12,24 +13,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/caddyconfig"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/tidwall/gjson"
 )
 
 // demoTestTime makes created_at stable so that replies can be compared byte for byte.
 var demoTestTime = time.Unix(1760000000, 0)
 
-func newTestDemo() *DemoUpstream {
-	return &DemoUpstream{now: func() time.Time { return demoTestTime }}
+func newTestDemo() *Provider {
+	return &Provider{Now: func() time.Time { return demoTestTime }}
 }
 
-func demoDo(t *testing.T, d *DemoUpstream, method, path, body string) *httptest.ResponseRecorder {
+func demoDo(t *testing.T, d *Provider, method, path, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
-	d.Handler().ServeHTTP(rec, req)
+	d.ServeHTTP(rec, req)
 	return rec
 }
 
@@ -46,7 +45,7 @@ const (
 	wantCustomChoice = "unknown variant `custom`, expected one of `none`, `auto`, `required`, `function`, `allowed_tools`"
 )
 
-func TestDemoUpstreamRejectsCustomShapes(t *testing.T) {
+func TestProviderRejectsCustomShapes(t *testing.T) {
 	const fn = `{"type":"function","name":"exec_command","parameters":{"type":"object"}}`
 	const custom = `{"type":"custom","name":"apply_patch","format":{"type":"text"}}`
 	for _, tc := range []struct {
@@ -130,6 +129,13 @@ func TestDemoUpstreamRejectsCustomShapes(t *testing.T) {
 			message: wantCustomTool,
 		},
 		{
+			name:    "chat function tool that kept its custom body",
+			path:    "/v1/chat/completions",
+			body:    `{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"exec","parameters":{"type":"object"}}},{"type":"function","function":{"name":"apply_patch"},"custom":{"name":"apply_patch"}}]}`,
+			param:   "tools[1].custom",
+			message: "Unknown parameter: 'tools[1].custom'.",
+		},
+		{
 			name:    "chat custom tool call in history",
 			path:    "/v1/chat/completions",
 			body:    `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"b","type":"custom","custom":{"name":"apply_patch","input":"x"}}]}]}`,
@@ -182,7 +188,7 @@ func TestDemoUpstreamRejectsCustomShapes(t *testing.T) {
 	}
 }
 
-func TestDemoUpstreamAcceptsFunctionOnlyShapes(t *testing.T) {
+func TestProviderAcceptsFunctionOnlyShapes(t *testing.T) {
 	for _, tc := range []struct{ name, path, body string }{
 		{"hosted tools pass", "/v1/responses", `{"model":"m","input":"hi","tools":[{"type":"web_search"},{"type":"tool_search","execution":"client"},{"type":"local_shell"}]}`},
 		{"fc ids and missing ids", "/v1/responses", `{"model":"m","input":[{"type":"function_call","id":"fc_1","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call","call_id":"d","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"x"}]}`},
@@ -198,7 +204,7 @@ func TestDemoUpstreamAcceptsFunctionOnlyShapes(t *testing.T) {
 	}
 }
 
-func TestDemoUpstreamNotFound(t *testing.T) {
+func TestProviderNotFound(t *testing.T) {
 	for _, tc := range []struct{ method, path string }{
 		{http.MethodGet, "/v1/models"},
 		{http.MethodPost, "/v1/embeddings"},
@@ -222,9 +228,9 @@ func TestDemoUpstreamNotFound(t *testing.T) {
 	}
 }
 
-func TestDemoUpstreamBodyTooLarge(t *testing.T) {
+func TestProviderBodyTooLarge(t *testing.T) {
 	d := newTestDemo()
-	rec := demoDo(t, d, http.MethodPost, "/v1/responses", strings.Repeat(" ", demoMaxBody+1))
+	rec := demoDo(t, d, http.MethodPost, "/v1/responses", strings.Repeat(" ", maxBody+1))
 	if rec.Code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("status = %d, want 413", rec.Code)
 	}
@@ -239,7 +245,7 @@ func TestDemoUpstreamBodyTooLarge(t *testing.T) {
 
 const demoApplyPatchTool = `{"type":"function","name":"apply_patch","description":"d","parameters":{"type":"object","properties":{"input":{"type":"string"}},"required":["input"]}}`
 
-func TestDemoUpstreamResponsesJSON(t *testing.T) {
+func TestProviderResponsesJSON(t *testing.T) {
 	const wantArgs = `{"input":"*** Begin Patch ***\nHello\n*** End Patch ***"}`
 	for _, tc := range []struct {
 		name, body, wantOutput, wantEcho string
@@ -285,7 +291,7 @@ func TestDemoUpstreamResponsesJSON(t *testing.T) {
 			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
 				t.Fatal(err)
 			}
-			in := demoTokens(len(tc.body))
+			in := estimateTokens(len(tc.body))
 			want := `{"id":"resp_demo_1","object":"response","created_at":1760000000,"status":"completed","completed_at":1760000000,` +
 				`"error":null,"incomplete_details":null,"model":"gpt-5.5","output":` + tc.wantOutput + `,` + tc.wantEcho +
 				fmt.Sprintf(`,"usage":{"input_tokens":%d,"input_tokens_details":{"cached_tokens":0},"output_tokens":%d,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":%d}}`,
@@ -349,7 +355,7 @@ type demoEvent struct {
 	}
 }
 
-func TestDemoUpstreamResponsesStreamEvents(t *testing.T) {
+func TestProviderResponsesStreamEvents(t *testing.T) {
 	wantTypes := []string{
 		"response.created", "response.in_progress",
 		"response.output_item.added", "response.content_part.added",
@@ -366,7 +372,7 @@ func TestDemoUpstreamResponsesStreamEvents(t *testing.T) {
 		deltaSize int
 		deltas    int
 	}{
-		// {"input":"…"} around the 95 escaped bytes of DefaultDemoPatch is 107 bytes.
+		// {"input":"…"} around the 95 escaped bytes of DefaultPatch is 107 bytes.
 		{"default patch default size", "", 0, 14},
 		{"one byte deltas", "*** Begin Patch\n*** End Patch\n", 1, 44},
 		{"split inside escapes", "a\"b\\c\n", 3, 7},
@@ -430,7 +436,7 @@ func TestDemoUpstreamResponsesStreamEvents(t *testing.T) {
 			if got := len(frames) - len(types); got != tc.deltas {
 				t.Errorf("%d argument deltas, want %d", got, tc.deltas)
 			}
-			if text.String() != demoPreface {
+			if text.String() != msgPreface {
 				t.Errorf("text deltas = %q", text.String())
 			}
 			var decoded map[string]string
@@ -473,17 +479,17 @@ func TestSplitDemoBytes(t *testing.T) {
 		{"aé", 2, []string{"a", "é"}},
 		{"😀b", 2, []string{"😀", "b"}},
 	} {
-		if got := splitDemoBytes(tc.in, tc.size); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("splitDemoBytes(%q, %d) = %q, want %q", tc.in, tc.size, got, tc.want)
+		if got := splitBytes(tc.in, tc.size); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("splitBytes(%q, %d) = %q, want %q", tc.in, tc.size, got, tc.want)
 		}
 	}
 }
 
-// TestDemoUpstreamResponsesStreamBytes pins a whole stream byte for byte.
-func TestDemoUpstreamResponsesStreamBytes(t *testing.T) {
+// TestProviderResponsesStreamBytes pins a whole stream byte for byte.
+func TestProviderResponsesStreamBytes(t *testing.T) {
 	body := `{"model":"m","stream":true,"stream_options":{"include_obfuscation":false},"input":[{"type":"function_call","call_id":"c","name":"apply_patch","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"ok"}]}`
 	rec := demoDo(t, newTestDemo(), http.MethodPost, "/v1/responses", body)
-	in := demoTokens(len(body))
+	in := estimateTokens(len(body))
 	const head = `"id":"resp_demo_1","object":"response","created_at":1760000000,`
 	const tail = `"error":null,"incomplete_details":null,"model":"m",`
 	const echo = `"parallel_tool_calls":true,"tool_choice":"auto","tools":[]`
@@ -508,10 +514,10 @@ func TestDemoUpstreamResponsesStreamBytes(t *testing.T) {
 	}
 }
 
-func TestDemoUpstreamChat(t *testing.T) {
+func TestProviderChat(t *testing.T) {
 	const tools = `"tools":[{"type":"function","function":{"name":"apply_patch","parameters":{"type":"object"}}}]`
 	const user = `"messages":[{"role":"user","content":"Create hello.txt"}]`
-	args := (&DemoUpstream{}).arguments()
+	args := (&Provider{}).arguments()
 	chunkHead := `{"id":"chatcmpl-demo-1","object":"chat.completion.chunk","created":1760000000,"model":"m","choices":`
 	choice := func(delta, finish string) string {
 		return `[{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":` + finish + `}]`
@@ -522,7 +528,7 @@ func TestDemoUpstreamChat(t *testing.T) {
 			u = `,"usage":null`
 		}
 		out := []string{chunkHead + choice(`{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_demo_1","type":"function","function":{"name":"apply_patch","arguments":""}}]}`, "null") + u + "}"}
-		for _, p := range splitDemoBytes(args, DefaultDemoDeltaSize) {
+		for _, p := range splitBytes(args, DefaultDeltaSize) {
 			out = append(out, chunkHead+choice(`{"tool_calls":[{"index":0,"function":{"arguments":`+strconv.Quote(p)+`}}]}`, "null")+u+"}")
 		}
 		return append(out, chunkHead+choice(`{}`, `"tool_calls"`)+u+"}")
@@ -597,7 +603,7 @@ func TestDemoUpstreamChat(t *testing.T) {
 					if err := json.Unmarshal([]byte(got[i]), &u); err != nil {
 						t.Fatal(err)
 					}
-					if u.Usage.Prompt != demoTokens(len(tc.body)) || u.Usage.Completion <= 0 {
+					if u.Usage.Prompt != estimateTokens(len(tc.body)) || u.Usage.Completion <= 0 {
 						t.Errorf("usage = %+v", u.Usage)
 					}
 					usage := fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":0}}`,
@@ -616,19 +622,7 @@ func TestDemoUpstreamChat(t *testing.T) {
 	}
 }
 
-func TestDemoUpstreamCaddyHandler(t *testing.T) {
-	d := newTestDemo()
-	rec := httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodPost, "/anything/v1/responses", strings.NewReader(`{"model":"m","input":"hi"}`))
-	if err := d.ServeHTTP(rec, req, nil); err != nil {
-		t.Fatal(err)
-	}
-	if rec.Code != http.StatusOK {
-		t.Errorf("status = %d", rec.Code)
-	}
-}
-
-func TestDemoUpstreamRequestsAreCopies(t *testing.T) {
+func TestProviderRequestsAreCopies(t *testing.T) {
 	d := newTestDemo()
 	var wg sync.WaitGroup
 	for i := range 8 {
@@ -647,84 +641,50 @@ func TestDemoUpstreamRequestsAreCopies(t *testing.T) {
 	}
 }
 
-func TestDemoUpstreamUnmarshalCaddyfile(t *testing.T) {
-	for _, tc := range []struct {
-		name, input string
-		wantPatch   string
-		wantDelta   int
-		wantErr     string
-	}{
-		{name: "empty", input: `llm_transform_demo_upstream`},
-		{
-			name:      "all options",
-			input:     "llm_transform_demo_upstream {\n\tpatch `*** Begin Patch\n*** End Patch`\n\tdelta_size 3\n}",
-			wantPatch: "*** Begin Patch\n*** End Patch",
-			wantDelta: 3,
-		},
-		{name: "inline argument", input: `llm_transform_demo_upstream foo`, wantErr: "wrong argument count"},
-		{name: "zero delta", input: "llm_transform_demo_upstream {\n\tdelta_size 0\n}", wantErr: `delta_size must be a positive integer, got "0"`},
-		{name: "missing patch", input: "llm_transform_demo_upstream {\n\tpatch\n}", wantErr: "wrong argument count"},
-		{name: "extra patch arg", input: "llm_transform_demo_upstream {\n\tpatch a b\n}", wantErr: "wrong argument count"},
-		{name: "unknown", input: "llm_transform_demo_upstream {\n\tmodel x\n}", wantErr: `unrecognized subdirective "model"`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var d DemoUpstream
-			err := d.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d.Patch != tc.wantPatch || d.DeltaSize != tc.wantDelta {
-				t.Errorf("got patch %q delta_size %d, want %q %d", d.Patch, d.DeltaSize, tc.wantPatch, tc.wantDelta)
-			}
-		})
+// TestProviderLogIsBounded sends more and larger bodies than the log keeps:
+// only the last LogSize remain, each cut at LogBodyLimit, while reply ids
+// keep counting every request.
+func TestProviderLogIsBounded(t *testing.T) {
+	d := newTestDemo()
+	big := `{"model":"big","input":"` + strings.Repeat("x", LogBodyLimit) + `"}`
+	demoDo(t, d, http.MethodPost, "/v1/responses", big)
+	for i := range LogSize + 4 {
+		rec := demoDo(t, d, http.MethodPost, "/v1/responses", fmt.Sprintf(`{"model":"m%d","input":"hi"}`, i))
+		if want := fmt.Sprintf(`"id":"resp_demo_%d"`, i+2); !strings.Contains(rec.Body.String(), want) {
+			t.Fatalf("reply %d lacks %s: %s", i, want, rec.Body)
+		}
+	}
+	reqs := d.Requests()
+	if len(reqs) != LogSize {
+		t.Fatalf("%d bodies kept, want %d", len(reqs), LogSize)
+	}
+	if got, want := string(reqs[0]), `{"model":"m4","input":"hi"}`; got != want {
+		t.Errorf("oldest kept = %s, want %s", got, want)
+	}
+	if got, want := string(reqs[LogSize-1]), fmt.Sprintf(`{"model":"m%d","input":"hi"}`, LogSize+3); got != want {
+		t.Errorf("newest kept = %s, want %s", got, want)
+	}
+
+	d = newTestDemo()
+	demoDo(t, d, http.MethodPost, "/v1/responses", big)
+	if got := d.Requests()[0]; len(got) != LogBodyLimit || string(got) != big[:LogBodyLimit] {
+		t.Errorf("kept %d bytes of a %d-byte body, want its first %d", len(got), len(big), LogBodyLimit)
 	}
 }
 
-func TestDemoUpstreamValidate(t *testing.T) {
-	if err := (&DemoUpstream{DeltaSize: -1}).Validate(); err == nil {
-		t.Error("negative delta_size accepted")
+// TestProviderReply checks a Reply hook answers instead of the script only
+// after the strict checks passed.
+func TestProviderReply(t *testing.T) {
+	d := newTestDemo()
+	d.Reply = func(w http.ResponseWriter, req gjson.Result) {
+		_, _ = io.WriteString(w, "reply for "+req.Get("model").String())
 	}
-	if err := (&DemoUpstream{}).Validate(); err != nil {
-		t.Error(err)
+	rec := demoDo(t, d, http.MethodPost, "/v1/chat/completions", `{"model":"m","messages":[]}`)
+	if rec.Code != http.StatusOK || rec.Body.String() != "reply for m" {
+		t.Errorf("accepted request: %d %s", rec.Code, rec.Body)
 	}
-}
-
-// TestDemoUpstreamCaddyfileAdapt checks the directive needs no order line
-// and sorts before respond, so a catch-all respond cannot shadow it.
-func TestDemoUpstreamCaddyfileAdapt(t *testing.T) {
-	const cf = `:8080 {
-	respond "fallback"
-	llm_transform_demo_upstream /v1/* {
-		delta_size 3
-		patch <<EOF
-			*** Begin Patch
-			*** End Patch
-			EOF
-	}
-}
-`
-	out, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(warnings) > 0 {
-		t.Errorf("warnings: %v", warnings)
-	}
-	var handlers []string
-	for _, h := range gjson.GetBytes(out, "apps.http.servers.srv0.routes.#.handle.0").Array() {
-		handlers = append(handlers, h.Raw)
-	}
-	want := []string{
-		`{"delta_size":3,"handler":"llm_transform_demo_upstream","patch":"*** Begin Patch\n*** End Patch"}`,
-		`{"body":"fallback","handler":"static_response"}`,
-	}
-	if !reflect.DeepEqual(handlers, want) {
-		t.Errorf("handlers:\n got %q\nwant %q\nconfig: %s", handlers, want, out)
+	rec = demoDo(t, d, http.MethodPost, "/v1/chat/completions", `{"model":"m","tools":[{"type":"custom","custom":{"name":"x"}}]}`)
+	if want := demoErrorBody(wantCustomTool, "tools[0].type"); rec.Code != http.StatusBadRequest || rec.Body.String() != want {
+		t.Errorf("rejected request: %d %s, want 400 %s", rec.Code, rec.Body, want)
 	}
 }
