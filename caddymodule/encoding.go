@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -19,16 +20,38 @@ var (
 // lets clients that announce much and send little hold the memory.
 const readStart = 32 << 10
 
+// Read buffers of request bodies of at least pooledRead bytes are recycled:
+// a buffer allocated per request, zeroed and grown by doubling, is garbage
+// the size of the body, and collecting it costs more than the rewrite.
+// Only bodies that announce their length take one, and taking one
+// reserves nothing new.
+const pooledRead = 64 << 10
+
+var readPool sync.Pool // of *[]byte
+
 // readLimited reads r to EOF, refusing more than limit bytes with
 // errTooLarge. The buffer grows with what arrives, never past limit+1 (the
 // byte that proves a body too large) nor past hint+1 when hint, the
-// announced length, is known, so an honest body ends in an exact fit.
-func readLimited(r io.Reader, limit, hint int64) ([]byte, error) {
+// announced length, is known, so an honest body ends in an exact fit. The
+// second result, when not nil, is the pooled buffer holding the body, for
+// putRead once nothing reads the body any more.
+func readLimited(r io.Reader, limit, hint int64) ([]byte, *[]byte, error) {
 	ceil := limit + 1
 	if hint >= 0 && hint < limit {
 		ceil = hint + 1
 	}
-	b := make([]byte, 0, min(readStart, ceil))
+	var pooled *[]byte
+	var b []byte
+	if hint >= pooledRead && hint < limit {
+		if p, ok := readPool.Get().(*[]byte); ok && int64(cap(*p)) > hint {
+			pooled, b = p, (*p)[:0]
+		} else if ok {
+			readPool.Put(p)
+		}
+	}
+	if pooled == nil {
+		b = make([]byte, 0, min(readStart, ceil))
+	}
 	for {
 		if len(b) == cap(b) {
 			if int64(cap(b)) >= ceil {
@@ -39,18 +62,34 @@ func readLimited(r io.Reader, limit, hint int64) ([]byte, error) {
 			grown := make([]byte, len(b), min(2*int64(cap(b)), ceil))
 			copy(grown, b)
 			b = grown
+			putRead(pooled)
+			pooled = nil
 		}
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if int64(len(b)) > limit {
-			return nil, errTooLarge
+			putRead(pooled)
+			return nil, nil, errTooLarge
 		}
 		if err == io.EOF {
-			return b, nil
+			if pooled == nil && hint >= pooledRead && hint < limit {
+				// The pool had nothing this large: this buffer joins it
+				// once the body is done with.
+				pooled = &b
+			}
+			return b, pooled, nil
 		}
 		if err != nil {
-			return nil, err
+			putRead(pooled)
+			return nil, nil, err
 		}
+	}
+}
+
+// putRead returns a read buffer to the pool; nil is a no-op.
+func putRead(p *[]byte) {
+	if p != nil {
+		readPool.Put(p)
 	}
 }
 
@@ -87,7 +126,7 @@ func decodeAll(enc string, r io.Reader, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer d.Close()
-	b, err := readLimited(d, limit, -1)
+	b, _, err := readLimited(d, limit, -1)
 	if errors.Is(err, zstd.ErrDecoderSizeExceeded) {
 		return nil, errTooLarge
 	}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
 	"github.com/llmtransform/caddy-llm-transform/transforms"
@@ -236,7 +235,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if chain.Empty() {
 		return next.ServeHTTP(w, r)
 	}
-	body, err := h.readBody(r)
+	// The body's buffers, read and rewritten, go back to their pools once
+	// this handler is done and every reader of the body has been closed.
+	lease := &bodyLease{}
+	lease.acquire()
+	defer lease.release()
+	body, err := h.readBody(r, lease)
 	if err != nil {
 		var te *transforms.Error
 		if errors.As(err, &te) {
@@ -252,7 +256,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return caddyhttp.Error(http.StatusBadRequest, err)
 	}
 	metrics.buffered.WithLabelValues("request_body").Observe(float64(len(body)))
-	setBody(r, body)
+	setLeasedBody(r, body, lease)
 	x := transforms.NewExchange(proto, transforms.Limits{
 		MaxCallBuffer: int(h.MaxCallBuffer),
 		MaxEvent:      int(h.MaxBodySize),
@@ -263,14 +267,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	// A body that is not JSON yields no model here, and the rules' own
 	// validating walk then hands it upstream untouched.
-	if !chain.Begin(x, lastModel(body)) {
+	var model string
+	if chain.MatchesModels() {
+		model = transforms.RequestModel(body)
+	}
+	if !chain.Begin(x, model) {
 		return next.ServeHTTP(w, r)
 	}
-	// The rewritten body may live in a pooled buffer, returned only when
-	// this handler is done and every reader of the body has been closed.
-	lease := &bodyLease{x: x}
-	lease.acquire()
-	defer lease.release()
+	lease.x = x
 	// Deferred so that streams are counted when they end, also when the
 	// proxy aborts them with a panic.
 	defer observe(r, x)
@@ -330,20 +334,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return err
 }
 
-// lastModel returns the body's top-level "model", the last one when the
-// key repeats: the upstream's JSON parser keeps the last (Go's
-// encoding/json, Python's json), and rules must match the model it serves.
-func lastModel(body []byte) string {
-	var model string
-	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
-		if k.String() == "model" {
-			model = v.String()
-		}
-		return true
-	})
-	return model
-}
-
 // stopReason names why a stream ended early. A stream the gateway stopped
 // (a rule's abort, or an oversized event) fails the upstream copy on
 // purpose, so reverse_proxy's abort then carries the gateway's reason, not
@@ -380,7 +370,7 @@ func observe(r *http.Request, x *transforms.Exchange) {
 // readBody reads the whole request body, decoded when it came compressed,
 // refusing more than MaxBodySize, before or after decoding, with a 413 and
 // an encoding it cannot decode with a 415, in the client's error format.
-func (h *Handler) readBody(r *http.Request) ([]byte, error) {
+func (h *Handler) readBody(r *http.Request, lease *bodyLease) ([]byte, error) {
 	tooLarge := &transforms.Error{
 		Status:  http.StatusRequestEntityTooLarge,
 		Type:    "invalid_request_error",
@@ -390,7 +380,7 @@ func (h *Handler) readBody(r *http.Request) ([]byte, error) {
 	if r.ContentLength > h.MaxBodySize {
 		return nil, tooLarge
 	}
-	b, err := readLimited(r.Body, h.MaxBodySize, r.ContentLength)
+	b, pooled, err := readLimited(r.Body, h.MaxBodySize, r.ContentLength)
 	var mbe *http.MaxBytesError
 	if errors.Is(err, errTooLarge) || errors.As(err, &mbe) {
 		return nil, tooLarge
@@ -400,8 +390,11 @@ func (h *Handler) readBody(r *http.Request) ([]byte, error) {
 	}
 	enc := r.Header.Values("Content-Encoding")
 	if len(enc) == 0 {
+		lease.keep(pooled)
 		return b, nil
 	}
+	// Decoded into a buffer of its own: the compressed one is done with.
+	defer putRead(pooled)
 	// The rules must see what the upstream will parse: a compressed body
 	// they cannot read would carry its custom tools past them.
 	var dec []byte
@@ -433,20 +426,26 @@ func setBody(r *http.Request, b []byte) {
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 }
 
-// bodyLease hands the exchange's pooled buffers back once its count drops
-// to zero: one for the handler, one for each reader of the rewritten body.
+// bodyLease hands a request's pooled buffers back once its count drops to
+// zero: one for the handler, one for each reader of the request body.
 // net/http may close, and so read, a request body after RoundTrip returns,
 // so the handler returning is not enough.
 type bodyLease struct {
-	n atomic.Int32
-	x *transforms.Exchange
+	n    atomic.Int32
+	x    *transforms.Exchange // its rewritten bodies, once it exists
+	read *[]byte              // the read buffer, when pooled
 }
 
 func (l *bodyLease) acquire() { l.n.Add(1) }
 
+func (l *bodyLease) keep(read *[]byte) { l.read = read }
+
 func (l *bodyLease) release() {
 	if l.n.Add(-1) == 0 {
-		l.x.Release()
+		if l.x != nil {
+			l.x.Release()
+		}
+		putRead(l.read)
 	}
 }
 

@@ -45,7 +45,7 @@ func TestReadBodyGrowsWithWhatArrives(t *testing.T) {
 	req.ContentLength = 32 << 20
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	body, err := h.readBody(req)
+	body, err := h.readBody(req, &bodyLease{})
 	runtime.ReadMemStats(&after)
 	if err != nil || string(body) != `{"model":"m"}` {
 		t.Fatalf("%q %v", body, err)

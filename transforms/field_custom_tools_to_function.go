@@ -173,6 +173,9 @@ type customPlan struct {
 	rec    *customRecord
 	native map[ident]int // native function definitions, by their node
 	picked map[ident]int // identities to convert, by the first node that named them
+	// converted counts the definitions, calls, outputs and selectors
+	// rewritten (an output takes two edits, so edits do not count them).
+	converted int
 }
 
 // RewriteRequest implements RequestRewriter.
@@ -200,6 +203,7 @@ func (t *CustomToolsToFunction) RewriteRequest(x *Exchange, body []byte) ([]byte
 				p.rec.fromDescriptor[id] = true
 				x.Decide(id.String(), "convert_definition", "custom tool selected by names")
 				w.Replace(n, p.definition(n))
+				p.converted++
 			}
 		case n.Kind == NodeCall && w.Protocol == ProtocolChat && n.InnerStart < 0:
 			// an entry without its function or custom object: not ours
@@ -218,6 +222,7 @@ func (t *CustomToolsToFunction) RewriteRequest(x *Exchange, body []byte) ([]byte
 				// Patches are most of a Codex request: each is written
 				// straight into the new body.
 				w.ReplaceWith(n, (n.End-n.Start)*9/8+32, func(dst []byte) []byte { return p.historyCall(dst, n) })
+				p.converted++
 			}
 		case n.Kind == NodeOutput && n.Type == "custom_tool_call_output":
 			outs = append(outs, i)
@@ -264,7 +269,7 @@ func (t *CustomToolsToFunction) RewriteRequest(x *Exchange, body []byte) ([]byte
 		x.Tools().Link(t, ToolID{Type: "custom", Namespace: id.ns, Name: id.name}, ToolID{Type: "function", Namespace: id.ns, Name: id.name})
 		p.rec.converted++
 	}
-	x.Converted += w.Edits()
+	x.Converted += p.converted
 	return w.Rewrite(), nil
 }
 
@@ -375,10 +380,17 @@ func (p *customPlan) output(n *ToolNode) {
 	if !owned {
 		return
 	}
-	w := jsonspan.NewObj(nil)
-	jsonspan.Retype(&w, p.w.Doc, n.obj(), "function_call_output", jsonspan.DropMember(p.w.Doc, "id"))
-	p.w.Replace(n, w.Close())
+	// Two small edits: an output can be large, and nothing else in it
+	// changes.
+	p.w.Edit(n.typ.Start, n.typ.End, functionCallOutput, false)
+	if n.id.Start >= 0 {
+		e := jsonspan.RemoveMember(p.w.Doc, n.id)
+		p.w.Edit(e.Start, e.End, nil, false)
+	}
+	p.converted++
 }
+
+var functionCallOutput = []byte(`"function_call_output"`)
 
 // choice rewrites a {"type":"custom",…} selector, alone or inside
 // allowed_tools, when this rule converted the tool's definition. A nested
@@ -400,6 +412,7 @@ func (p *customPlan) choice(n *ToolNode) {
 	})
 	p.x.Decide(id.String(), "convert_tool_choice", "tool_choice names a converted custom tool")
 	p.w.Replace(n, w.Close())
+	p.converted++
 }
 
 // --- generated schema -----------------------------------------------------

@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
 
 // Rule is a compiled RuleConfig: a provisioned transform module bound to a
@@ -200,8 +202,32 @@ func NewChain(lists ...[]*Rule) *Chain {
 	return c
 }
 
+// MatchesModels reports whether any rule of the chain is limited to some
+// models, i.e. whether Begin needs the request's model at all: finding the
+// last "model" of a large body is a pass over it, worth skipping.
+func (c *Chain) MatchesModels() bool {
+	if c == nil {
+		return false
+	}
+	for _, r := range c.rules {
+		if len(r.models) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Rules returns the chain's rules in request order.
 func (c *Chain) Rules() []*Rule { return c.rules }
 
 // Empty reports whether the chain has no rules at all.
 func (c *Chain) Empty() bool { return c == nil || len(c.rules) == 0 }
+
+// RequestModel returns the model a request body names, for matching rules:
+// the last top-level "model" member, as the upstream's JSON parser reads a
+// body that repeats the key, so rules match the model that is served. A
+// body that is not a JSON object names none.
+func RequestModel(body []byte) string {
+	s, _ := jsonspan.StringValue(body, jsonspan.LastMember(body, "model"))
+	return s
+}

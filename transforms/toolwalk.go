@@ -52,7 +52,9 @@ type ToolNode struct {
 	walk   *ToolWalk     // definitions: the walk, for their parent's location
 	parent int           // definitions: the enclosing namespace's node, or -1
 	root   string        // definitions: the list they sit in when parent is -1
-	input  jsonspan.Span // Responses calls: the value of "input", if any
+	input  jsonspan.Span // Responses items: the values of "input",
+	typ    jsonspan.Span // "type"
+	id     jsonspan.Span // and "id", when present
 	item   int           // index of the history item or message, for the rest
 	entry  int           // index in a message's tool_calls
 	next   int           // for definitions: the index of the next sibling's node
@@ -261,7 +263,7 @@ func (w *ToolWalk) definitions(start int, parent int, root string) int {
 
 // itemFields are the members of a Responses history item the walk reads,
 // at the positions of the constants below.
-var itemFields = []string{"type", "name", "namespace", "call_id", "tools", "input"}
+var itemFields = []string{"type", "name", "namespace", "call_id", "tools", "input", "id"}
 
 const (
 	itemType = iota
@@ -270,6 +272,7 @@ const (
 	itemCallID
 	itemTools
 	itemInput
+	itemID
 )
 
 // items collects the calls, outputs and additional_tools definitions of a
@@ -279,7 +282,7 @@ func (w *ToolWalk) items(start int) int {
 	if start >= len(doc) || doc[start] != '[' {
 		return jsonspan.SkipValue(doc, start) // a plain string prompt
 	}
-	var f [6]jsonspan.Span
+	var f [7]jsonspan.Span
 	i := -1
 	return jsonspan.EachObject(doc, start, itemFields, f[:], func(el jsonspan.Span, f []jsonspan.Span) bool {
 		i++
@@ -309,7 +312,7 @@ func (w *ToolWalk) items(start int) int {
 		n.Name = w.str(doc, f[itemName])
 		n.Namespace = w.str(doc, f[itemNamespace])
 		n.CallID, _ = jsonspan.StringValue(doc, f[itemCallID])
-		n.input = f[itemInput]
+		n.input, n.typ, n.id = f[itemInput], typ, f[itemID]
 		w.Nodes = append(w.Nodes, n)
 		return true
 	})

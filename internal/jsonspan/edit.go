@@ -140,3 +140,35 @@ func DropMember(doc []byte, names ...string) func(*ObjWriter, Member) bool {
 func SameSlice(a, b []byte) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
+
+// RemoveMember returns the edit that deletes the member whose value is at
+// v from the object around it, with the comma that separates it from a
+// neighbour, leaving the object valid. The key must hold no quote (names
+// such as "id" never do): it is found by looking back from the value.
+func RemoveMember(doc []byte, v Span) Edit {
+	colon := v.Start - 1
+	for doc[colon] != ':' {
+		colon--
+	}
+	end := colon - 1
+	for doc[end] != '"' {
+		end--
+	}
+	start := end - 1
+	for doc[start] != '"' {
+		start--
+	}
+	// Take the comma after the member, or, for the last member, the one
+	// before it.
+	if next := SkipSpace(doc, v.End); next < len(doc) && doc[next] == ',' {
+		return Edit{Start: start, End: SkipSpace(doc, next+1)}
+	}
+	prev := start - 1
+	for prev >= 0 && (doc[prev] == ' ' || doc[prev] == '\t' || doc[prev] == '\n' || doc[prev] == '\r') {
+		prev--
+	}
+	if prev >= 0 && doc[prev] == ',' {
+		return Edit{Start: prev, End: v.End}
+	}
+	return Edit{Start: start, End: v.End}
+}

@@ -454,3 +454,101 @@ func IsString(doc []byte, sp Span, s string) bool {
 func IsNull(doc []byte, sp Span) bool {
 	return sp.End-sp.Start == 4 && string(doc[sp.Start:sp.End]) == "null"
 }
+
+// LastMember returns the value of the last member called name in the object
+// at doc[0] (after white space), or NoSpan. It does not validate: values are
+// skipped by their brackets and quotes alone, with strings crossed by
+// memchr, so finding the last of a repeated key costs a fraction of a
+// validating pass. A malformed document may give a wrong answer or NoSpan;
+// whoever relies on the document validates it elsewhere.
+func LastMember(doc []byte, name string) Span {
+	found := NoSpan()
+	i := SkipSpace(doc, 0)
+	if i >= len(doc) || doc[i] != '{' {
+		return found
+	}
+	i = SkipSpace(doc, i+1)
+	for i < len(doc) && doc[i] == '"' {
+		ke := skipStringFast(doc, i)
+		if ke < 0 {
+			return found
+		}
+		key := Span{i, ke}
+		i = SkipSpace(doc, ke)
+		if i >= len(doc) || doc[i] != ':' {
+			return found
+		}
+		v := SkipSpace(doc, i+1)
+		ve := skipFast(doc, v)
+		if ve < 0 {
+			return found
+		}
+		if KeyIs(doc, key, name) {
+			found = Span{v, ve}
+		}
+		i = SkipSpace(doc, ve)
+		if i >= len(doc) || doc[i] != ',' {
+			return found
+		}
+		i = SkipSpace(doc, i+1)
+	}
+	return found
+}
+
+// skipStringFast returns the end of the string literal at doc[i] without
+// validating its content, or -1.
+func skipStringFast(doc []byte, i int) int {
+	for j := i + 1; ; {
+		k := bytes.IndexByte(doc[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		j += k
+		// The quote ends the string unless an odd run of backslashes
+		// escapes it.
+		b := j - 1
+		for b > i && doc[b] == '\\' {
+			b--
+		}
+		if (j-1-b)%2 == 0 {
+			return j + 1
+		}
+		j++
+	}
+}
+
+// skipFast returns the end of the value at doc[i] without validating it,
+// or -1 when the document ends first.
+func skipFast(doc []byte, i int) int {
+	depth := 0
+	for i < len(doc) {
+		switch doc[i] {
+		case '"':
+			if i = skipStringFast(doc, i); i < 0 {
+				return -1
+			}
+			if depth == 0 {
+				return i
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // the end of a scalar that ends its container
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r', ':':
+			if depth == 0 {
+				return i
+			}
+		}
+		i++
+	}
+	if depth == 0 {
+		return i
+	}
+	return -1
+}

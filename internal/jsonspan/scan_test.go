@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
@@ -66,6 +67,77 @@ func TestSeedCorpus(t *testing.T) {
 		}
 		if got, err := os.ReadFile(name); err != nil || string(got) != want {
 			t.Errorf("%s is stale; run go test -run TestSeedCorpus -update-seeds", name)
+		}
+	}
+}
+
+func TestLastMember(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{`{"model":"a","input":[{"x":"y\"}]"}],"model":"b"}`, `"b"`},
+		{` { "model" : 5 } `, `5`},
+		{`{"input":"\\","model":null}`, `null`},
+		{`{"m\u006fdel":"escaped","other":{"model":"nested"}}`, `"escaped"`},
+		{`{"input":[1,{"model":"deep"}]}`, ``},
+		{`[{"model":"x"}]`, ``},
+	} {
+		sp := LastMember([]byte(tc.doc), "model")
+		got := ""
+		if sp.Start >= 0 {
+			got = tc.doc[sp.Start:sp.End]
+		}
+		if got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.doc, got, tc.want)
+		}
+	}
+}
+
+// FuzzLastMember holds LastMember to a last-wins JSON parser on every valid
+// object.
+func FuzzLastMember(f *testing.F) {
+	f.Add(`{"model":"a","input":[{"x":"y\"}]"}],"model":"b"}`)
+	f.Add(`{"model":1.5e3,"model":{"a":[true,false]}}`)
+	f.Fuzz(func(t *testing.T, doc string) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal([]byte(doc), &m) != nil || m == nil {
+			return
+		}
+		want, ok := m["model"]
+		sp := LastMember([]byte(doc), "model")
+		if !ok {
+			if sp.Start >= 0 {
+				t.Fatalf("%s: found %s", doc, doc[sp.Start:sp.End])
+			}
+			return
+		}
+		if sp.Start < 0 {
+			t.Fatalf("%s: not found, want %s", doc, want)
+		}
+		var g, w any
+		if json.Unmarshal([]byte(doc[sp.Start:sp.End]), &g) != nil || json.Unmarshal(want, &w) != nil || !reflect.DeepEqual(g, w) {
+			t.Fatalf("%s: got %s, want %s", doc, doc[sp.Start:sp.End], want)
+		}
+	})
+}
+
+func TestRemoveMember(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{`{"id":"x","a":1}`, `{"a":1}`},
+		{`{"a":1,"id":"x"}`, `{"a":1}`},
+		{`{"a":1, "id" : "x" ,"b":2}`, `{"a":1, "b":2}`},
+		{`{ "id":{"nested":"}"} }`, `{  }`},
+		{`{"a":[1],` + "\n\t" + `"\u0069d":7}`, `{"a":[1]}`},
+	} {
+		doc := []byte(tc.doc)
+		var v Span
+		EachMember(doc, 0, func(m Member) bool {
+			if m.KeyIs(doc, "id") {
+				v = m.Value
+			}
+			return true
+		})
+		got := string(Apply(doc, []Edit{RemoveMember(doc, v)}))
+		if got != tc.want || !json.Valid([]byte(got)) {
+			t.Errorf("%s: got %s, want %s", tc.doc, got, tc.want)
 		}
 	}
 }
