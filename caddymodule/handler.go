@@ -463,6 +463,11 @@ func (b *leasedBody) Close() error {
 }
 
 func setLeasedBody(r *http.Request, b []byte, l *bodyLease) {
+	if old, ok := r.Body.(*leasedBody); ok {
+		// The body it replaces will never be read: its hold ends now, or
+		// the lease would never come back to zero.
+		_ = old.Close()
+	}
 	open := func() io.ReadCloser {
 		l.acquire()
 		return &leasedBody{Reader: bytes.NewReader(b), lease: l}

@@ -399,3 +399,32 @@ func TestEncodedStreamCutOrAbandoned(t *testing.T) {
 		t.Fatalf("%d goroutines left behind", n-before)
 	}
 }
+
+// TestLeaseEndsWhenTheBodiesAreDone: the read buffer goes back to its pool
+// once the handler is done and the body that went upstream is closed, also
+// when a rewritten body replaced the one read.
+func TestLeaseEndsWhenTheBodiesAreDone(t *testing.T) {
+	buf := make([]byte, 0, pooledRead)
+	read := &buf
+	lease := &bodyLease{}
+	lease.acquire() // the handler's hold
+	lease.keep(read)
+	r := httptest.NewRequest(http.MethodPost, "/v1/responses", nil)
+	setLeasedBody(r, []byte(`{"original":true}`), lease)
+	setLeasedBody(r, []byte(`{"rewritten":true}`), lease)
+	lease.release() // the handler returns while the transport still reads
+	if got, _ := io.ReadAll(r.Body); string(got) != `{"rewritten":true}` {
+		t.Fatalf("body %s", got)
+	}
+	if lease.n.Load() != 1 {
+		t.Fatalf("holds before close: %d", lease.n.Load())
+	}
+	_ = r.Body.Close()
+	_ = r.Body.Close() // transports may close twice
+	if lease.n.Load() != 0 {
+		t.Fatalf("holds after close: %d", lease.n.Load())
+	}
+	if p, _ := readPool.Get().(*[]byte); p != read {
+		t.Fatal("the read buffer did not go back to the pool")
+	}
+}
