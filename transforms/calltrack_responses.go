@@ -53,6 +53,7 @@ type responsesCalls struct {
 	closed map[callKey]bool
 	failed bool
 	buf    []byte
+	idbuf  []byte
 	evbuf  []byte
 	ev     Event
 }
@@ -97,7 +98,7 @@ func (s *responsesCalls) findItem(callID, itemID string, outputIndex []byte) (*t
 			return nil, true
 		}
 	}
-	return s.find(itemID, outputIndex)
+	return s.find([]byte(itemID), outputIndex)
 }
 
 // where reads the item id and output index an event refers to; item says
@@ -120,21 +121,24 @@ func where(d []byte, item jsonspan.Span) (itemID string, outputIndex []byte) {
 // missing, ids have been seen repeated across calls and two calls have
 // been seen at one output index, so a key only counts when the other one,
 // where both are known, agrees.
-func (s *responsesCalls) find(itemID string, outputIndex []byte) (c *trackedCall, closed bool) {
-	if itemID != "" {
-		c := s.open[callKey{byItemID, itemID}]
+//
+// The keys are looked up as the event holds them, without allocating: a
+// stream looks up a call once per argument delta.
+func (s *responsesCalls) find(itemID, outputIndex []byte) (c *trackedCall, closed bool) {
+	if len(itemID) > 0 {
+		c := s.open[callKey{byItemID, string(itemID)}]
 		if c != nil && (len(outputIndex) == 0 || c.outputIndex == nil || bytes.Equal(c.outputIndex, outputIndex)) {
 			return c, false
 		}
 	}
 	if len(outputIndex) > 0 {
 		c := s.open[callKey{byOutputIndex, string(outputIndex)}]
-		if c != nil && (itemID == "" || c.itemID == "" || c.itemID == itemID) {
+		if c != nil && (len(itemID) == 0 || c.itemID == "" || c.itemID == string(itemID)) {
 			return c, false
 		}
 	}
-	if itemID != "" {
-		if _, closed = s.closed[callKey{byItemID, itemID}]; closed {
+	if len(itemID) > 0 {
+		if _, closed = s.closed[callKey{byItemID, string(itemID)}]; closed {
 			return nil, true
 		}
 	}
@@ -168,23 +172,24 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 	case `"response.output_item.added"`:
 		return s.itemAdded(ev, d, emit)
 	case `"response.function_call_arguments.delta"`:
-		c, closed := s.find(where(d, jsonspan.NoSpan()))
+		r := s.refs(d)
+		c, closed := s.find(r.itemID, r.outputIndex)
 		switch {
 		case c != nil:
-			return s.argsDelta(c, d, emit)
+			return s.argsDelta(c, d, r, emit)
 		case closed:
 			return nil
 		}
 	case `"response.function_call_arguments.done"`:
-		c, closed := s.find(where(d, jsonspan.NoSpan()))
+		r := s.refs(d)
+		c, closed := s.find(r.itemID, r.outputIndex)
 		switch {
 		case c != nil:
-			args := jsonspan.Lookup(d, 0, "arguments")
 			var full []byte
-			if args.Start >= 0 && d[args.Start] == '"' {
-				full = jsonspan.Unescape(nil, d[args.Start+1:args.End-1])
+			if v := r.value; v.Start >= 0 && d[v.Start] == '"' {
+				full = jsonspan.Unescape(nil, d[v.Start+1:v.End-1])
 			}
-			return s.finishText(c, full, d, emit)
+			return s.finishText(c, full, r.seq, emit)
 		case closed:
 			return nil
 		}
@@ -257,8 +262,8 @@ func spliceOne(doc []byte, sp jsonspan.Span, repl []byte) []byte {
 	return append(out, doc[sp.End:]...)
 }
 
-func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, emit Emit) error {
-	sp := jsonspan.Lookup(d, 0, "delta")
+func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, r eventRefs, emit Emit) error {
+	sp := r.value
 	if sp.Start < 0 || d[sp.Start] != '"' || c.textDone {
 		return nil
 	}
@@ -272,7 +277,42 @@ func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, emit Emit) error {
 		return nil
 	}
 	c.emitted = append(c.emitted, text...)
-	return emit(s.textEvent(c, d, false, text))
+	return emit(s.textEvent(c, r.seq, false, text))
+}
+
+// hasSeq reports whether an event numbers itself, so the events built
+// from it do too.
+func hasSeq(d []byte) bool { return jsonspan.Lookup(d, 0, "sequence_number").Start >= 0 }
+
+// eventRefs are what the tracker reads of an argument event, found in one
+// scan of it.
+type eventRefs struct {
+	itemID      []byte // item_id as written (decoded when it has escapes)
+	outputIndex []byte
+	value       jsonspan.Span // "delta" or "arguments"
+	seq         bool          // the event carries a sequence_number
+}
+
+var argsEventFields = []string{"item_id", "output_index", "delta", "arguments", "sequence_number"}
+
+func (s *responsesCalls) refs(d []byte) eventRefs {
+	var f [5]jsonspan.Span
+	jsonspan.ObjectFields(d, 0, argsEventFields, f[:])
+	r := eventRefs{value: f[2], seq: f[4].Start >= 0}
+	if r.value.Start < 0 {
+		r.value = f[3]
+	}
+	if id := f[0]; id.Start >= 0 && d[id.Start] == '"' {
+		r.itemID = d[id.Start+1 : id.End-1]
+		if bytes.IndexByte(r.itemID, '\\') >= 0 {
+			s.idbuf = jsonspan.Unescape(s.idbuf[:0], r.itemID)
+			r.itemID = s.idbuf
+		}
+	}
+	if f[1].Start >= 0 {
+		r.outputIndex = d[f[1].Start:f[1].End]
+	}
+	return r
 }
 
 // Client event names per call type.
@@ -288,7 +328,7 @@ var (
 // sized for the upstream's text. The event lives in buffers reused for the
 // next one; stages downstream copy what they keep, as for every event, and
 // the engine renumbers the placeholder sequence_number.
-func (s *responsesCalls) textEvent(c *trackedCall, src []byte, done bool, text []byte) *Event {
+func (s *responsesCalls) textEvent(c *trackedCall, seq, done bool, text []byte) *Event {
 	name, field := nameArgsDelta, "delta"
 	switch {
 	case c.client.Type == "custom" && done:
@@ -302,7 +342,7 @@ func (s *responsesCalls) textEvent(c *trackedCall, src []byte, done bool, text [
 	b = append(b, `{"type":"`...)
 	b = append(b, name...)
 	b = append(b, '"')
-	if jsonspan.Lookup(src, 0, "sequence_number").Start >= 0 {
+	if seq {
 		b = append(b, `,"sequence_number":0`...)
 	}
 	b = append(b, `,"item_id":`...)
@@ -324,7 +364,7 @@ func (s *responsesCalls) textEvent(c *trackedCall, src []byte, done bool, text [
 // finishText settles a call's text from the complete arguments (from the
 // .done event or the finished item; nil falls back to what was streamed),
 // sends whatever part of it the client has not seen, then the done event.
-func (s *responsesCalls) finishText(c *trackedCall, args []byte, src []byte, emit Emit) error {
+func (s *responsesCalls) finishText(c *trackedCall, args []byte, seq bool, emit Emit) error {
 	if c.textDone {
 		return nil
 	}
@@ -338,14 +378,14 @@ func (s *responsesCalls) finishText(c *trackedCall, args []byte, src []byte, emi
 	c.textDone = true
 	s.x.CallBuffered(len(args))
 	if rest, ok := bytes.CutPrefix(c.final, c.emitted); ok && len(rest) > 0 {
-		if err := emit(s.textEvent(c, src, false, rest)); err != nil {
+		if err := emit(s.textEvent(c, seq, false, rest)); err != nil {
 			return err
 		}
 	} else if !ok {
 		s.x.Decide(c.client.String(), "input_mismatch", "final arguments differ from the streamed ones; the done events carry the final input")
 	}
 	c.emitted = nil
-	return emit(s.textEvent(c, src, true, c.final))
+	return emit(s.textEvent(c, seq, true, c.final))
 }
 
 func itemArgs(d []byte, item jsonspan.Span) []byte {
@@ -376,7 +416,7 @@ func (s *responsesCalls) itemDone(ev *Event, d []byte, emit Emit) error {
 		return s.deliver(d, item, client, h, itemID, oi, callID, emit)
 	}
 	if !c.textDone {
-		if err := s.finishText(c, itemArgs(d, item), d, emit); err != nil {
+		if err := s.finishText(c, itemArgs(d, item), hasSeq(d), emit); err != nil {
 			return err
 		}
 	}
@@ -399,7 +439,7 @@ func (s *responsesCalls) deliver(d []byte, item jsonspan.Span, client ToolID, h 
 }
 
 func (s *responsesCalls) complete(c *trackedCall, d []byte, item jsonspan.Span, emit Emit) error {
-	if err := s.finishText(c, itemArgs(d, item), d, emit); err != nil {
+	if err := s.finishText(c, itemArgs(d, item), hasSeq(d), emit); err != nil {
 		return err
 	}
 	s.close(c, true)
@@ -482,7 +522,7 @@ func (s *responsesCalls) itemEvent(src []byte, typ string, outputIndex, item []b
 	b = append(b, `{"type":"`...)
 	b = append(b, typ...)
 	b = append(b, '"')
-	if jsonspan.Lookup(src, 0, "sequence_number").Start >= 0 {
+	if hasSeq(src) {
 		b = append(b, `,"sequence_number":0`...)
 	}
 	b = append(b, `,"output_index":`...)

@@ -510,6 +510,7 @@ func (t *CustomToolsToFunction) OpenCall(x *Exchange, up ToolID) (ToolID, CallHa
 type customArgs struct {
 	id   ident
 	x    *Exchange
+	out  []byte
 	dec  streambuf.ArgsDecoder
 	norm *patchfmt.Normalizer
 }
@@ -520,7 +521,10 @@ func (c *customArgs) Delta(frag []byte) ([]byte, error) {
 		return nil, err
 	}
 	if c.norm != nil && len(text) > 0 {
-		text = []byte(c.norm.Write(string(text)))
+		// Into a buffer reused from delta to delta: the result is only
+		// valid until the next call.
+		c.out = append(c.out[:0], c.norm.Write(string(text))...)
+		text = c.out
 	}
 	return text, nil
 }
