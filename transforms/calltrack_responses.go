@@ -45,17 +45,23 @@ type responsesCalls struct {
 	p    CallPolicy
 	x    *Exchange
 	open map[callKey]*trackedCall // calls in progress, under each of their keys
-	// Completed or dropped calls, under each key: later argument events
-	// are swallowed, and only completed ones (true) are restored in the
-	// final response object. Their text is not kept: the final object
-	// carries the arguments again, so a stream holds at most the calls in
-	// progress, however many it finishes.
-	closed map[callKey]bool
-	failed bool
-	buf    []byte
-	idbuf  []byte
-	evbuf  []byte
-	ev     Event
+	// Completed calls, and dropped ones (nil), under each key: later
+	// argument events are swallowed, and only completed ones are restored
+	// in the final response object.
+	closed map[callKey]*trackedCall
+	// A completed call keeps its text for the final response object only
+	// while the texts kept add up to no more than the largest call: a
+	// stream holds at most about twice its largest call, however many it
+	// finishes, and an evicted text is worked out again from the
+	// arguments the final object carries.
+	kept      []*trackedCall
+	keptBytes int
+	largest   int
+	failed    bool
+	buf       []byte
+	idbuf     []byte
+	evbuf     []byte
+	ev        Event
 }
 
 type trackedCall struct {
@@ -70,7 +76,7 @@ type trackedCall struct {
 }
 
 func newResponsesCalls(x *Exchange, p CallPolicy) *responsesCalls {
-	return &responsesCalls{p: p, x: x, open: map[callKey]*trackedCall{}, closed: map[callKey]bool{}}
+	return &responsesCalls{p: p, x: x, open: map[callKey]*trackedCall{}, closed: map[callKey]*trackedCall{}}
 }
 
 // openCall asks the policy about the function_call item at item.
@@ -151,11 +157,31 @@ func (s *responsesCalls) find(itemID, outputIndex []byte) (c *trackedCall, close
 // close moves a call from open to closed; completed says it was
 // delivered whole rather than dropped.
 func (s *responsesCalls) close(c *trackedCall, completed bool) {
+	var as *trackedCall
+	if completed {
+		as = c
+		s.keep(c)
+	}
 	for _, k := range callKeys(c.itemID, c.outputIndex, c.callID) {
 		if s.open[k] == c {
 			delete(s.open, k)
 		}
-		s.closed[k] = completed
+		s.closed[k] = as
+	}
+}
+
+// keep holds on to a completed call's text within the budget, letting the
+// oldest texts go first.
+func (s *responsesCalls) keep(c *trackedCall) {
+	c.h = nil // the arguments' buffers go now
+	s.largest = max(s.largest, len(c.final))
+	s.kept = append(s.kept, c)
+	s.keptBytes += len(c.final)
+	for len(s.kept) > 0 && s.keptBytes > s.largest {
+		old := s.kept[0]
+		s.kept = s.kept[1:]
+		s.keptBytes -= len(old.final)
+		old.final = nil
 	}
 }
 
@@ -461,18 +487,21 @@ func (s *responsesCalls) responseEvent(ev *Event, d []byte, emit Emit, terminalF
 			return err
 		}
 	}
-	done := func(callID, itemID string, pos int) bool {
+	done := func(callID, itemID string, pos int) ([]byte, bool) {
 		// The ids first: a position is only as good as the upstream's
 		// numbering.
 		for _, k := range []callKey{{byCallID, callID}, {byItemID, itemID}, {byOutputIndex, strconv.Itoa(pos)}} {
 			if k.key == "" {
 				continue
 			}
-			if completed, ok := s.closed[k]; ok {
-				return completed
+			if c, ok := s.closed[k]; ok {
+				if c == nil {
+					return nil, false
+				}
+				return c.final, true
 			}
 		}
-		return false
+		return nil, false
 	}
 	edits := restoreOutput(s.x, s.p, d, resp, done, terminalFailure)
 	if len(edits) == 0 {
@@ -537,7 +566,7 @@ func (s *responsesCalls) itemEvent(src []byte, typ string, outputIndex, item []b
 // Responses object at obj. On a stream, done tells the calls the stream
 // completed, by call id, output position and item id; with onlyDone, calls
 // the stream did not complete stay as they are.
-func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, done func(callID, itemID string, pos int) bool, onlyDone bool) []jsonspan.Edit {
+func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, done func(callID, itemID string, pos int) ([]byte, bool), onlyDone bool) []jsonspan.Edit {
 	out := jsonspan.Lookup(doc, obj.Start, "output")
 	if out.Start < 0 {
 		return nil
@@ -550,19 +579,23 @@ func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, don
 		if !ok {
 			return true
 		}
+		var text []byte
 		if done == nil {
 			x.Restored++
 			x.Decide(client.String(), "restore_call", "function call to restore")
-		} else if onlyDone {
+		} else {
 			var g [2]jsonspan.Span
 			jsonspan.ObjectFields(doc, el.Start, []string{"id", "call_id"}, g[:])
 			itemID, _ := jsonspan.StringValue(doc, g[0])
 			callID, _ := jsonspan.StringValue(doc, g[1])
-			if !done(callID, itemID, pos) {
+			var completed bool
+			if text, completed = done(callID, itemID, pos); !completed && onlyDone {
 				return true // never build a call the stream did not complete
 			}
 		}
-		text := h.Finish(itemArgs(doc, el))
+		if text == nil {
+			text = h.Finish(itemArgs(doc, el))
+		}
 		edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: clientItem(nil, doc, el, client, text)})
 		return true
 	})

@@ -67,3 +67,16 @@ func TestFinishedCallsAreReleased(t *testing.T) {
 		t.Fatalf("restored %d", x.Restored)
 	}
 }
+
+// A streamed patch that fails the grammar is counted once, though it is
+// finished for its events and again for response.completed.
+func TestStreamedInvalidPatchCountedOnce(t *testing.T) {
+	args := `{"input":"*** Begin Patch\n*** Frobnicate File: a\n*** End Patch"}`
+	evs := fnCallStream(0, 0, "fc_1", "c1", "apply_patch", args, 8, true)
+	evs = append(evs, `{"type":"response.completed","sequence_number":20,"response":{"output":[{"id":"fc_1","type":"function_call","call_id":"c1","name":"apply_patch","arguments":`+jstr(args)+`}]}}`)
+	x := exchangeAfter(t, wildcard, patchRequest)
+	out := replay(t, x, sse(evs...), 7)
+	if x.PatchInvalid != 1 || x.Restored != 1 || !strings.Contains(out, `"type":"custom_tool_call"`) {
+		t.Fatalf("invalid %d, restored %d", x.PatchInvalid, x.Restored)
+	}
+}

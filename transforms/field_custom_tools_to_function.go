@@ -109,6 +109,25 @@ type customRecord struct {
 	known          map[string][]ident // identities by name, for calls without a namespace
 	seen           map[ident]bool     // what known holds, so adding is constant time
 	calls          map[string]ident   // history call_id -> converted identity
+	checked        map[uint64]bool    // patches already checked against the grammar
+}
+
+// firstCheck reports whether patch is seen for the first time: a streamed
+// call's patch is finished once for its events and may be again for the
+// final response object, and must be counted once.
+func (r *customRecord) firstCheck(patch []byte) bool {
+	h := uint64(14695981039346656037) // FNV-1a
+	for _, c := range patch {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	if r.checked[h] {
+		return false
+	}
+	if r.checked == nil {
+		r.checked = map[uint64]bool{}
+	}
+	r.checked[h] = true
+	return true
 }
 
 func (t *CustomToolsToFunction) record(x *Exchange) *customRecord {
@@ -496,7 +515,7 @@ func (t *CustomToolsToFunction) OpenCall(x *Exchange, up ToolID) (ToolID, CallHa
 	if !ok {
 		return ToolID{}, nil, false
 	}
-	h := &customArgs{id: id, x: x}
+	h := &customArgs{id: id, x: x, rec: t.record(x)}
 	h.dec.Limit = x.Limits.MaxCallBuffer
 	if id.name == "apply_patch" {
 		h.norm = new(patchfmt.Normalizer)
@@ -510,6 +529,7 @@ func (t *CustomToolsToFunction) OpenCall(x *Exchange, up ToolID) (ToolID, CallHa
 type customArgs struct {
 	id   ident
 	x    *Exchange
+	rec  *customRecord
 	out  []byte
 	dec  streambuf.ArgsDecoder
 	norm *patchfmt.Normalizer
@@ -533,7 +553,7 @@ func (c *customArgs) Raw() []byte { return c.dec.Raw() }
 
 func (c *customArgs) Finish(raw []byte) []byte {
 	in := finalInput(c.id, raw)
-	if c.id.name == "apply_patch" {
+	if c.id.name == "apply_patch" && c.rec.firstCheck(in) {
 		// Normalising repairs what models habitually get wrong; what it
 		// cannot repair still goes to the client, whose apply_patch reports
 		// it, but operators should see how often that happens.
