@@ -405,10 +405,9 @@ func TestEncodedStreamCutOrAbandoned(t *testing.T) {
 // when a rewritten body replaced the one read.
 func TestLeaseEndsWhenTheBodiesAreDone(t *testing.T) {
 	buf := make([]byte, 0, pooledRead)
-	read := &buf
 	lease := &bodyLease{}
 	lease.acquire() // the handler's hold
-	lease.keep(read)
+	lease.keep(&buf)
 	r := httptest.NewRequest(http.MethodPost, "/v1/responses", nil)
 	setLeasedBody(r, []byte(`{"original":true}`), lease)
 	setLeasedBody(r, []byte(`{"rewritten":true}`), lease)
@@ -421,10 +420,9 @@ func TestLeaseEndsWhenTheBodiesAreDone(t *testing.T) {
 	}
 	_ = r.Body.Close()
 	_ = r.Body.Close() // transports may close twice
+	// At zero the lease hands the buffers back (sync.Pool itself is not
+	// checked: under the race detector it drops items at random).
 	if lease.n.Load() != 0 {
 		t.Fatalf("holds after close: %d", lease.n.Load())
-	}
-	if p, _ := readPool.Get().(*[]byte); p != read {
-		t.Fatal("the read buffer did not go back to the pool")
 	}
 }
