@@ -216,6 +216,7 @@ func (rw *responseWriter) finish() error {
 				return werr
 			}
 		}
+		rw.stream.Release()
 		if err != nil {
 			rw.h.logger.Debug("stream ended by the gateway", zap.Error(err))
 		}

@@ -213,7 +213,7 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 		case c != nil:
 			var full []byte
 			if v := r.value; v.Start >= 0 && d[v.Start] == '"' {
-				full = jsonspan.Unescape(nil, d[v.Start+1:v.End-1])
+				full = jsonspan.Unescape(make([]byte, 0, v.End-v.Start), d[v.Start+1:v.End-1])
 			}
 			return s.finishText(c, full, r.seq, emit)
 		case closed:
@@ -365,6 +365,9 @@ func (s *responsesCalls) textEvent(c *trackedCall, seq, done bool, text []byte) 
 		name, field = nameArgsDone, "arguments"
 	}
 	b := s.evbuf[:0]
+	if need := len(text) + len(text)/8 + 160; cap(b) < need {
+		b = make([]byte, 0, need)
+	}
 	b = append(b, `{"type":"`...)
 	b = append(b, name...)
 	b = append(b, '"')
@@ -416,7 +419,7 @@ func (s *responsesCalls) finishText(c *trackedCall, args []byte, seq bool, emit 
 
 func itemArgs(d []byte, item jsonspan.Span) []byte {
 	if a := jsonspan.Lookup(d, item.Start, "arguments"); a.Start >= 0 && d[a.Start] == '"' {
-		return jsonspan.Unescape(nil, d[a.Start+1:a.End-1])
+		return jsonspan.Unescape(make([]byte, 0, a.End-a.Start), d[a.Start+1:a.End-1])
 	}
 	return nil
 }
@@ -609,6 +612,11 @@ func clientItem(dst, doc []byte, el jsonspan.Span, client ToolID, text []byte) [
 	typ, field := "function_call", "arguments"
 	if client.Type == "custom" {
 		typ, field = "custom_tool_call", "input"
+	}
+	if dst == nil {
+		// One allocation the size of the result: the item's other members
+		// and the text, escaped.
+		dst = make([]byte, 0, el.End-el.Start+len(text)+len(text)/8+32)
 	}
 	w := jsonspan.NewObj(dst)
 	sawNS := false

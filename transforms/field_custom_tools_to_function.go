@@ -576,7 +576,7 @@ func unwrapArgs(args []byte) []byte {
 	}
 	switch t[0] {
 	case '"':
-		return jsonspan.Unescape(nil, t[1:len(t)-1])
+		return jsonspan.Unescape(make([]byte, 0, len(t)), t[1:len(t)-1])
 	case '{':
 		var f [4]jsonspan.Span
 		jsonspan.ObjectFields(t, 0, []string{"input", "patch", "command", "content"}, f[:])
@@ -584,7 +584,7 @@ func unwrapArgs(args []byte) []byte {
 			if sp.Start < 0 || t[sp.Start] != '"' {
 				continue
 			}
-			v := jsonspan.Unescape(nil, t[sp.Start+1:sp.End-1])
+			v := jsonspan.Unescape(make([]byte, 0, sp.End-sp.Start), t[sp.Start+1:sp.End-1])
 			if k == 0 || bytes.Contains(v, []byte("Begin Patch")) {
 				return v
 			}

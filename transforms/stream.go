@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
+	"sync"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/llmtransform/caddy-llm-transform/streambuf"
@@ -77,6 +78,12 @@ func (x *Exchange) NewStream() *Stream {
 		return nil
 	}
 	s.parser.MaxEvent = x.Limits.MaxEvent
+	if p, ok := outPool.Get().(*[]byte); ok {
+		s.out = (*p)[:0]
+	}
+	if p, ok := outPool.Get().(*[]byte); ok {
+		s.scratch = (*p)[:0]
+	}
 	s.emits = make([]Emit, len(s.stages))
 	for i := range s.stages {
 		next := i + 1
@@ -127,6 +134,28 @@ func (s *Stream) Output() []byte {
 	o := s.out
 	s.out = s.out[:0]
 	return o
+}
+
+// outPool recycles the buffers streams write their output into: grown
+// from nothing by every stream to the size of its largest read, they are
+// garbage a busy gateway makes per request.
+var outPool sync.Pool // of *[]byte
+
+// maxPooledOut keeps a freak stream's buffer out of the pool.
+const maxPooledOut = 1 << 20
+
+// Release hands the stream's output and renumbering buffers back for
+// another stream. Call
+// it once the stream is closed and its last Output written; neither may
+// be used afterwards.
+func (s *Stream) Release() {
+	for _, b := range [][]byte{s.out, s.scratch} {
+		if b != nil && cap(b) <= maxPooledOut {
+			b = b[:0]
+			outPool.Put(&b)
+		}
+	}
+	s.out, s.scratch = nil, nil
 }
 
 // Stopped reports whether the stream was cut by an abort.

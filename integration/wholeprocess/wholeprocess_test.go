@@ -481,6 +481,22 @@ func profile(b *testing.B, kase string, one func(p *proc)) {
 	for err := range errs {
 		b.Fatal(err)
 	}
+	// What each process allocated since it started, for the garbage
+	// collector's share of the CPU.
+	for _, p := range []*proc{procA, procB} {
+		resp, err := http.Get(p.admin + "/debug/pprof/allocs")
+		if err != nil {
+			b.Fatal(err)
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, kase+"-"+p.name+"-allocs.pprof"), data, 0o644)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // BenchmarkStream: CPU of B over CPU of A for a 2.3k-event Responses
