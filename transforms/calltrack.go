@@ -119,3 +119,40 @@ func overLimit(x *Exchange, client ToolID) *StreamAbort {
 		Message: fmt.Sprintf("the arguments of tool call %q exceed the gateway's max_call_buffer of %d bytes", client.String(), x.Limits.MaxCallBuffer),
 	}
 }
+
+// sentText remembers what the client has been sent of a call's text by its
+// length and hash rather than a copy: a patch can be megabytes, and all the
+// finish needs to know is whether the final text continues it.
+type sentText struct {
+	n    int
+	hash uint64
+}
+
+const fnvOffset, fnvPrime = 14695981039346656037, 1099511628211
+
+func fnv64(h uint64, b []byte) uint64 {
+	for _, c := range b {
+		h = (h ^ uint64(c)) * fnvPrime
+	}
+	return h
+}
+
+func (t *sentText) add(b []byte) {
+	if t.n == 0 {
+		t.hash = fnvOffset
+	}
+	t.hash = fnv64(t.hash, b)
+	t.n += len(b)
+}
+
+// rest returns what final adds to the text sent, and false when final does
+// not begin with it.
+func (t *sentText) rest(final []byte) ([]byte, bool) {
+	if t.n == 0 {
+		return final, true
+	}
+	if len(final) < t.n || fnv64(fnvOffset, final[:t.n]) != t.hash {
+		return nil, false
+	}
+	return final[t.n:], true
+}

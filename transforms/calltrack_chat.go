@@ -33,7 +33,7 @@ type chatKey struct{ choice, index int64 }
 type chatCall struct {
 	client  ToolID
 	h       CallHandler
-	emitted []byte
+	emitted sentText
 }
 
 // chatPending is a first fragment that arrived without a name.
@@ -403,7 +403,7 @@ func (s *chatCalls) fragment(key chatKey, c *chatCall, frag, rawID []byte, first
 			s.abandon("call arguments exceed max_call_buffer")
 			return nil, true, overLimit(s.x, c.client)
 		}
-		c.emitted = append(c.emitted, text...)
+		c.emitted.add(text)
 	}
 	if first {
 		b := entryHead(key, rawID)
@@ -486,7 +486,7 @@ func (s *chatCalls) finishChoice(choice int64, length bool) ([][]byte, bool) {
 		s.x.CallBuffered(len(c.h.Raw()))
 		s.x.Restored++
 		final := c.h.Finish(c.h.Raw())
-		if rest, ok := bytes.CutPrefix(final, c.emitted); ok && len(rest) > 0 {
+		if rest, ok := c.emitted.rest(final); ok && len(rest) > 0 {
 			out = append(out, textFragment(key, c.client, rest))
 		} else if !ok {
 			s.x.Decide(c.client.String(), "input_mismatch", "final arguments differ from the streamed ones")

@@ -70,7 +70,7 @@ type trackedCall struct {
 	itemID      string
 	callID      string
 	outputIndex []byte
-	emitted     []byte
+	emitted     sentText
 	final       []byte
 	textDone    bool // the client's done event for the text went out
 }
@@ -302,7 +302,7 @@ func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, r eventRefs, emit E
 	if len(text) == 0 {
 		return nil
 	}
-	c.emitted = append(c.emitted, text...)
+	c.emitted.add(text)
 	return emit(s.textEvent(c, r.seq, false, text))
 }
 
@@ -406,14 +406,14 @@ func (s *responsesCalls) finishText(c *trackedCall, args []byte, seq bool, emit 
 	c.final = c.h.Finish(args)
 	c.textDone = true
 	s.x.CallBuffered(len(args))
-	if rest, ok := bytes.CutPrefix(c.final, c.emitted); ok && len(rest) > 0 {
+	if rest, ok := c.emitted.rest(c.final); ok && len(rest) > 0 {
 		if err := emit(s.textEvent(c, seq, false, rest)); err != nil {
 			return err
 		}
 	} else if !ok {
 		s.x.Decide(c.client.String(), "input_mismatch", "final arguments differ from the streamed ones; the done events carry the final input")
 	}
-	c.emitted = nil
+	c.emitted = sentText{}
 	return emit(s.textEvent(c, seq, true, c.final))
 }
 

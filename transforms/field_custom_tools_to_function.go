@@ -116,10 +116,7 @@ type customRecord struct {
 // call's patch is finished once for its events and may be again for the
 // final response object, and must be counted once.
 func (r *customRecord) firstCheck(patch []byte) bool {
-	h := uint64(14695981039346656037) // FNV-1a
-	for _, c := range patch {
-		h = (h ^ uint64(c)) * 1099511628211
-	}
+	h := fnv64(fnvOffset, patch)
 	if r.checked[h] {
 		return false
 	}
