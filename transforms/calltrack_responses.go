@@ -198,7 +198,7 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 	case `"response.output_item.added"`:
 		return s.itemAdded(ev, d, emit)
 	case `"response.function_call_arguments.delta"`:
-		r := s.refs(d)
+		r := s.refs(d, deltaEventFields)
 		c, closed := s.find(r.itemID, r.outputIndex)
 		switch {
 		case c != nil:
@@ -207,7 +207,7 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 			return nil
 		}
 	case `"response.function_call_arguments.done"`:
-		r := s.refs(d)
+		r := s.refs(d, doneEventFields)
 		c, closed := s.find(r.itemID, r.outputIndex)
 		switch {
 		case c != nil:
@@ -319,24 +319,27 @@ type eventRefs struct {
 	seq         bool          // the event carries a sequence_number
 }
 
-var argsEventFields = []string{"item_id", "output_index", "delta", "arguments", "sequence_number"}
+// The members of an argument delta and of its done event, in the order
+// OpenAI writes them, so the scan ends at the value.
+var (
+	deltaEventFields = []string{"sequence_number", "item_id", "output_index", "delta"}
+	doneEventFields  = []string{"sequence_number", "item_id", "output_index", "arguments"}
+)
 
-func (s *responsesCalls) refs(d []byte) eventRefs {
-	var f [5]jsonspan.Span
-	jsonspan.ObjectFields(d, 0, argsEventFields, f[:])
-	r := eventRefs{value: f[2], seq: f[4].Start >= 0}
-	if r.value.Start < 0 {
-		r.value = f[3]
-	}
-	if id := f[0]; id.Start >= 0 && d[id.Start] == '"' {
+func (s *responsesCalls) refs(d []byte, names []string) eventRefs {
+	const seq, itemID, outputIndex, value = 0, 1, 2, 3
+	var f [4]jsonspan.Span
+	jsonspan.ObjectFields(d, 0, names, f[:])
+	r := eventRefs{value: f[value], seq: f[seq].Start >= 0}
+	if id := f[itemID]; id.Start >= 0 && d[id.Start] == '"' {
 		r.itemID = d[id.Start+1 : id.End-1]
 		if bytes.IndexByte(r.itemID, '\\') >= 0 {
 			s.idbuf = jsonspan.Unescape(s.idbuf[:0], r.itemID)
 			r.itemID = s.idbuf
 		}
 	}
-	if f[1].Start >= 0 {
-		r.outputIndex = d[f[1].Start:f[1].End]
+	if oi := f[outputIndex]; oi.Start >= 0 {
+		r.outputIndex = d[oi.Start:oi.End]
 	}
 	return r
 }

@@ -385,9 +385,16 @@ func EachObject(doc []byte, start int, names []string, fields []Span, fn func(el
 // of each named member in out, and returns the index just past the object
 // (-1 when malformed).
 func scanObject(doc []byte, start int, names []string, out []Span) int {
+	return scanFields(doc, start, names, out, false)
+}
+
+// scanFields is scanObject that, with early, stops once every name is found
+// (returning StopWalk) instead of walking to the end of the object.
+func scanFields(doc []byte, start int, names []string, out []Span, early bool) int {
 	for k := range out {
 		out[k] = NoSpan()
 	}
+	missing := len(names)
 	return WalkMembers(doc, start, func(key Span, v int) int {
 		ve := SkipValue(doc, v)
 		if ve < 0 {
@@ -396,15 +403,20 @@ func scanObject(doc []byte, start int, names []string, out []Span) int {
 		for k, n := range names {
 			if out[k].Start < 0 && KeyIs(doc, key, n) {
 				out[k] = Span{v, ve}
+				missing--
 			}
+		}
+		if early && missing == 0 {
+			return StopWalk
 		}
 		return ve
 	})
 }
 
 // ObjectFields finds the values of the named top-level members of the
-// object at doc[start] in one walk. Absent members keep NoSpan; the first
-// occurrence of a duplicated key wins, as in gjson.
+// object at doc[start] in one walk, which ends as soon as all are found.
+// Absent members keep NoSpan; the first occurrence of a duplicated key
+// wins, as in gjson.
 func ObjectFields(doc []byte, start int, names []string, out []Span) {
 	i := SkipSpace(doc, start)
 	if i >= len(doc) || doc[i] != '{' {
@@ -413,7 +425,7 @@ func ObjectFields(doc []byte, start int, names []string, out []Span) {
 		}
 		return
 	}
-	scanObject(doc, i, names, out)
+	scanFields(doc, i, names, out, true)
 }
 
 // Lookup returns the value span of the first member called name in the
