@@ -291,6 +291,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	if len(x.Applied()) > 0 { // a rule changed the body
 		setLeasedBody(r, out, lease)
+		// Nothing reads the body as the client sent it any more: its
+		// buffer can serve the next request while this one is proxied.
+		lease.releaseRead()
 	}
 	if p := x.UpstreamPath(); p != r.URL.Path {
 		// A bridge changed the protocol and with it the endpoint;
@@ -439,6 +442,13 @@ type bodyLease struct {
 func (l *bodyLease) acquire() { l.n.Add(1) }
 
 func (l *bodyLease) keep(read *[]byte) { l.read = read }
+
+// releaseRead hands the read buffer back early, once the body that goes
+// upstream is the rewritten one.
+func (l *bodyLease) releaseRead() {
+	putRead(l.read)
+	l.read = nil
+}
 
 func (l *bodyLease) release() {
 	if l.n.Add(-1) == 0 {

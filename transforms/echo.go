@@ -34,21 +34,30 @@ func (x *Exchange) snapshotEcho(body []byte, tools, choice jsonspan.Span) {
 	}
 }
 
-// takeEcho finds the client's values when no tool walk saw the client's
-// body (an earlier rule had changed it): one extra pass, only then.
+// takeEcho settles the snapshot when the request phase ends. It finds the
+// client's values when no tool walk saw the client's body (an earlier rule
+// had changed it): one extra pass, only then. It copies them, so nothing
+// of the response phase holds on to the client's body, which can go once
+// the rewritten one has replaced it.
 func (x *Exchange) takeEcho() {
-	if !x.echo.needed || x.echo.taken || x.client != ProtocolResponses {
+	defer func() { x.orig = nil }()
+	if !x.echo.needed || x.client != ProtocolResponses {
+		x.echo.tools, x.echo.choice = nil, nil
 		return
 	}
-	var f [2]jsonspan.Span
-	jsonspan.ObjectFields(x.orig, 0, []string{"tools", "tool_choice"}, f[:])
-	x.echo.taken = true
-	if f[0].Start >= 0 {
-		x.echo.tools = x.orig[f[0].Start:f[0].End]
+	if !x.echo.taken {
+		var f [2]jsonspan.Span
+		jsonspan.ObjectFields(x.orig, 0, []string{"tools", "tool_choice"}, f[:])
+		x.echo.taken = true
+		if f[0].Start >= 0 {
+			x.echo.tools = x.orig[f[0].Start:f[0].End]
+		}
+		if f[1].Start >= 0 {
+			x.echo.choice = x.orig[f[1].Start:f[1].End]
+		}
 	}
-	if f[1].Start >= 0 {
-		x.echo.choice = x.orig[f[1].Start:f[1].End]
-	}
+	x.echo.tools = bytes.Clone(x.echo.tools)
+	x.echo.choice = bytes.Clone(x.echo.choice)
 }
 
 func (x *Exchange) echoes() bool {

@@ -237,7 +237,7 @@ func (t *CustomToolsToFunction) RewriteRequest(x *Exchange, body []byte) ([]byte
 				}
 				// Patches are most of a Codex request: each is written
 				// straight into the new body.
-				w.ReplaceWith(n, (n.End-n.Start)*9/8+32, func(dst []byte) []byte { return p.historyCall(dst, n) })
+				w.ReplaceWith(n, (n.End-n.Start)*5/4+64, func(dst []byte) []byte { return p.historyCall(dst, n) })
 				p.converted++
 			}
 		case n.Kind == NodeOutput && n.Type == "custom_tool_call_output":

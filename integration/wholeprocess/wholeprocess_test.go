@@ -349,32 +349,37 @@ func initStreams() {
 // call whose patch has quotes, backslashes and non-ASCII text on every line,
 // its output, and an exec_command function call with a long output.
 func escapeHeavyRequest(b *testing.B) ([]byte, int) {
-	requestOnce.Do(func() {
-		raw, err := os.ReadFile("../../transforms/testdata/codex-request.json")
-		if err != nil {
-			b.Fatal(err)
-		}
-		compact := gjson.ParseBytes(raw).Get("@ugly").Raw
-		input := gjson.Get(compact, "input")
-		inputEnd := input.Index + len(input.Raw) - 1 // the closing ]
-		output := jsonString(strings.Repeat("Chunk ID: 1\nOutput:\nREADME.md\nsrc/módulo.py \"quoted\" \\ path ✓\n", 18))
-		var hist strings.Builder
-		for i := 0; i < 244; i++ {
-			id := fmt.Sprintf("call_%d", i)
-			fmt.Fprintf(&hist, `,{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Working on step %s: \"naïve\" C:\\src"}]}`, id)
-			fmt.Fprintf(&hist, `,{"type":"reasoning","summary":[],"encrypted_content":"%s"}`, strings.Repeat("gAAAAB", 100))
-			fmt.Fprintf(&hist, `,{"type":"custom_tool_call","id":"ctc_%s","status":"completed","call_id":"%s","name":"apply_patch","input":%s}`, id, id, jsonString(escapeHeavyPatch(i, 8)))
-			fmt.Fprintf(&hist, `,{"type":"custom_tool_call_output","id":"ctco_%s","call_id":"%s","output":"Success. Updated the following files:\nM src/módulo_%d.py\n"}`, id, id, i)
-			fmt.Fprintf(&hist, `,{"type":"function_call","call_id":"%sx","name":"exec_command","arguments":%s}`, id, jsonString(`{"cmd":"rg -n \"naïve\" C:\\src"}`))
-			fmt.Fprintf(&hist, `,{"type":"function_call_output","call_id":"%sx","output":%s}`, id, output)
-		}
-		requestDoc = []byte(compact[:inputEnd] + hist.String() + compact[inputEnd:])
-		requestN = 244
-		if !json.Valid(requestDoc) {
-			b.Fatal("generated request is not JSON")
-		}
-	})
+	requestOnce.Do(func() { requestDoc, requestN = escapeHeavyBody(b, 244), 244 })
 	return requestDoc, requestN
+}
+
+// escapeHeavyBody builds a Codex-like request around the real Codex turn
+// with rounds rounds of history, each with a custom apply_patch call and
+// its output.
+func escapeHeavyBody(b *testing.B, rounds int) []byte {
+	raw, err := os.ReadFile("../../transforms/testdata/codex-request.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	compact := gjson.ParseBytes(raw).Get("@ugly").Raw
+	input := gjson.Get(compact, "input")
+	inputEnd := input.Index + len(input.Raw) - 1 // the closing ]
+	output := jsonString(strings.Repeat("Chunk ID: 1\nOutput:\nREADME.md\nsrc/módulo.py \"quoted\" \\ path ✓\n", 18))
+	var hist strings.Builder
+	for i := 0; i < rounds; i++ {
+		id := fmt.Sprintf("call_%d", i)
+		fmt.Fprintf(&hist, `,{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Working on step %s: \"naïve\" C:\\src"}]}`, id)
+		fmt.Fprintf(&hist, `,{"type":"reasoning","summary":[],"encrypted_content":"%s"}`, strings.Repeat("gAAAAB", 100))
+		fmt.Fprintf(&hist, `,{"type":"custom_tool_call","id":"ctc_%s","status":"completed","call_id":"%s","name":"apply_patch","input":%s}`, id, id, jsonString(escapeHeavyPatch(i, 8)))
+		fmt.Fprintf(&hist, `,{"type":"custom_tool_call_output","id":"ctco_%s","call_id":"%s","output":"Success. Updated the following files:\nM src/módulo_%d.py\n"}`, id, id, i)
+		fmt.Fprintf(&hist, `,{"type":"function_call","call_id":"%sx","name":"exec_command","arguments":%s}`, id, jsonString(`{"cmd":"rg -n \"naïve\" C:\\src"}`))
+		fmt.Fprintf(&hist, `,{"type":"function_call_output","call_id":"%sx","output":%s}`, id, output)
+	}
+	doc := []byte(compact[:inputEnd] + hist.String() + compact[inputEnd:])
+	if !json.Valid(doc) {
+		b.Fatal("generated request is not JSON")
+	}
+	return doc
 }
 
 // post sends body to p with the case header and returns the response; the
@@ -678,4 +683,75 @@ func BenchmarkRequestInProcess(b *testing.B) {
 	}
 	b.ReportMetric(float64(rw)/float64(valid), "x_validate")
 	b.ReportMetric(float64(valid.Microseconds())/float64(b.N), "valid_us")
+}
+
+// BenchmarkConcurrentMemory sends 32 requests of about 8 MB at once to each
+// process and reports how far each one's resident memory rose above what it
+// held before, as a multiple of the bodies in flight (32 × the body). The
+// peak comes from /proc/<pid>/status (VmHWM), reset first through
+// /proc/<pid>/clear_refs.
+func BenchmarkConcurrentMemory(b *testing.B) {
+	setup(b)
+	const concurrent = 32
+	doc := escapeHeavyBody(b, 244*8)
+	total := float64(concurrent * len(doc))
+	var rise [2]float64
+	for i := 0; i < b.N; i++ {
+		for k, p := range []*proc{procA, procB} {
+			runtime.GC()
+			pid := p.cmd.Process.Pid
+			if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+				b.Skipf("cannot reset the peak resident size: %v", err)
+			}
+			before := procStatus(b, pid, "VmRSS:")
+			errs := make(chan error, concurrent)
+			var wg sync.WaitGroup
+			for range concurrent {
+				wg.Go(func() {
+					req, _ := http.NewRequest(http.MethodPost, p.url+"/v1/responses", bytes.NewReader(doc))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("X-Bench-Case", "request")
+					resp, err := client.Do(req)
+					if err == nil {
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode != http.StatusOK {
+							err = errors.New(resp.Status)
+						}
+					}
+					errs <- err
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					b.Fatalf("%s: %v", p.name, err)
+				}
+			}
+			rise[k] = max(rise[k], float64(procStatus(b, pid, "VmHWM:")-before))
+		}
+	}
+	b.ReportMetric(float64(len(doc))/1e6, "MB_body")
+	b.ReportMetric(rise[0]/total, "A_rss_rise_x_bodies")
+	b.ReportMetric(rise[1]/total, "B_rss_rise_x_bodies")
+}
+
+// procStatus reads a size line of /proc/<pid>/status, in bytes.
+func procStatus(b *testing.B, pid int, field string) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == field {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
 }
