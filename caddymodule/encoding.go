@@ -15,9 +15,13 @@ var (
 	errUnsupportedEncoding = errors.New("unsupported content encoding")
 )
 
-// readStart is the first buffer a body is read into; it then doubles as
-// bytes arrive. An announced length is only a claim: reserving it up front
-// lets clients that announce much and send little hold the memory.
+// readStart is the first buffer a body is read into; it then grows
+// fourfold each time it fills. An announced length is only a claim:
+// reserving it up front lets clients that announce much and send little
+// hold the memory, so no buffer is ever more than four times what has
+// arrived. Fourfold rather than twofold: the buffers left behind on the way
+// to a large body are a third of it instead of all of it, and under a
+// burst of large requests that garbage is what the memory peaks on.
 const readStart = 32 << 10
 
 // Read buffers of request bodies of at least pooledRead bytes are recycled:
@@ -59,7 +63,7 @@ func readLimited(r io.Reader, limit, hint int64) ([]byte, *[]byte, error) {
 				// body to its length): only the limit bounds it now.
 				ceil = limit + 1
 			}
-			grown := make([]byte, len(b), min(2*int64(cap(b)), ceil))
+			grown := make([]byte, len(b), min(4*int64(cap(b)), ceil))
 			copy(grown, b)
 			b = grown
 			putRead(pooled)
