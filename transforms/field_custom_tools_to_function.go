@@ -355,8 +355,8 @@ func (p *customPlan) responsesHistoryCall(dst []byte, n *ToolNode) []byte {
 	// The walk found the input already: its end is known, so the patch is
 	// not scanned a second time to copy the members around it.
 	jsonspan.WalkMembers(doc, n.Start, func(k jsonspan.Span, v int) int {
-		if v == n.input.Start {
-			return n.input.End
+		if input := n.input.span(); v == input.Start {
+			return input.End
 		}
 		e := jsonspan.SkipValue(doc, v)
 		switch {
@@ -369,7 +369,7 @@ func (p *customPlan) responsesHistoryCall(dst []byte, n *ToolNode) []byte {
 		}
 		return e
 	})
-	wrapInput(&w, doc, n.input)
+	wrapInput(&w, doc, n.input.span())
 	return w.Close()
 }
 
@@ -398,9 +398,9 @@ func (p *customPlan) output(n *ToolNode) {
 	}
 	// Two small edits: an output can be large, and nothing else in it
 	// changes.
-	p.w.Edit(n.typ.Start, n.typ.End, functionCallOutput, false)
-	if n.id.Start >= 0 {
-		e := jsonspan.RemoveMember(p.w.Doc, n.id)
+	p.w.Edit(int(n.typ.start), int(n.typ.end), functionCallOutput, false)
+	if n.id.start >= 0 {
+		e := jsonspan.RemoveMember(p.w.Doc, n.id.span())
 		p.w.Edit(e.Start, e.End, nil, false)
 	}
 	p.converted++

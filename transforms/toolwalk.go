@@ -48,36 +48,44 @@ type ToolNode struct {
 	// Allowed marks a choice entry inside allowed_tools.
 	Allowed bool
 
-	where  string        // location of choices
-	walk   *ToolWalk     // definitions: the walk, for their parent's location
-	parent int           // definitions: the enclosing namespace's node, or -1
-	root   string        // definitions: the list they sit in when parent is -1
-	input  jsonspan.Span // Responses items: the values of "input",
-	typ    jsonspan.Span // "type"
-	id     jsonspan.Span // and "id", when present
-	item   int           // index of the history item or message, for the rest
-	entry  int           // index in a message's tool_calls
-	next   int           // for definitions: the index of the next sibling's node
+	// The rest is packed: a long history has thousands of nodes.
+	walk           *ToolWalk // definitions and choices: the walk, for locations
+	input, typ, id span32    // Responses items: the values of "input", "type" and "id"
+	parent         int32     // definitions: the enclosing namespace's node, or -1
+	root           int32     // definitions outside a namespace, allowed choices: their list, in walk.roots
+	item           int32     // index in its list: the item, message, definition or choice
+	entry          int32     // index in a message's tool_calls
+	next           int32     // definitions: the index of the next sibling's node
 }
+
+// span32 is a span of a body, packed; bodies are far below 2 GiB.
+type span32 struct{ start, end int32 }
+
+func pack(sp jsonspan.Span) span32 { return span32{int32(sp.Start), int32(sp.End)} }
+
+func (s span32) span() jsonspan.Span { return jsonspan.Span{Start: int(s.start), End: int(s.end)} }
 
 // Where names the node's location for messages, e.g. "tools[3]",
 // "input[12]" or "messages[4].tool_calls[0]".
 func (n *ToolNode) Where() string {
+	item := strconv.Itoa(int(n.item))
 	switch {
-	case n.where != "":
-		return n.where
+	case n.Kind == NodeChoice && !n.Allowed:
+		return "tool_choice"
+	case n.Kind == NodeChoice:
+		return n.walk.roots[n.root] + "[" + item + "]"
 	case n.Kind == NodeDefinition && n.parent >= 0:
 		// Formatted on demand: eagerly, nested namespaces would cost the
 		// square of their depth.
-		return n.walk.Nodes[n.parent].Where() + ".tools[" + strconv.Itoa(n.item) + "]"
+		return n.walk.Nodes[n.parent].Where() + ".tools[" + item + "]"
 	case n.Kind == NodeDefinition:
-		return n.root + "[" + strconv.Itoa(n.item) + "]"
+		return n.walk.roots[n.root] + "[" + item + "]"
 	case n.Kind == NodeCall && n.entry >= 0:
-		return "messages[" + strconv.Itoa(n.item) + "].tool_calls[" + strconv.Itoa(n.entry) + "]"
+		return "messages[" + item + "].tool_calls[" + strconv.Itoa(int(n.entry)) + "]"
 	case n.Type == "tool":
-		return "messages[" + strconv.Itoa(n.item) + "]"
+		return "messages[" + item + "]"
 	}
-	return "input[" + strconv.Itoa(n.item) + "]"
+	return "input[" + item + "]"
 }
 
 // ToolWalk is one rule's view of the tools in a request body: its nodes in
@@ -96,6 +104,7 @@ type ToolWalk struct {
 	x     *Exchange
 	edits []jsonspan.Edit
 	names map[string]string // the walk's type and tool names, each allocated once
+	roots []string          // the lists nodes sit in, by ToolNode.root
 	tools jsonspan.Span     // top-level "tools" and "tool_choice" values
 	echo  bool              // an edit touched a definition or tool_choice
 }
@@ -181,7 +190,8 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 // are dropped again when it does not. Scanning a namespace's tools first
 // and walking them again afterwards would cost the depth of the nesting
 // times the size of the body.
-func (w *ToolWalk) definitions(start int, parent int, root string) int {
+func (w *ToolWalk) definitions(start int, parent int32, root string) int {
+	r := w.rootIndex(root)
 	doc := w.Doc
 	if start >= len(doc) || doc[start] != '[' {
 		return jsonspan.SkipValue(doc, start) // not a list of tools: nothing of ours
@@ -194,7 +204,7 @@ func (w *ToolWalk) definitions(start int, parent int, root string) int {
 		}
 		at := len(w.Nodes)
 		w.Nodes = append(w.Nodes, ToolNode{Kind: NodeDefinition, Start: v, InnerStart: -1, InnerEnd: -1,
-			walk: w, parent: parent, root: root, item: i})
+			walk: w, parent: parent, root: r, item: int32(i)})
 		typ, name, ns, fn, custom := jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan()
 		children := -1 // where this definition's tools begin in w.Nodes
 		end := jsonspan.WalkMembers(doc, v, func(k jsonspan.Span, mv int) int {
@@ -202,7 +212,7 @@ func (w *ToolWalk) definitions(start int, parent int, root string) int {
 			switch {
 			case jsonspan.KeyIs(doc, k, "tools") && children < 0 && mv < len(doc) && doc[mv] == '[':
 				children = len(w.Nodes)
-				return w.definitions(mv, at, "")
+				return w.definitions(mv, int32(at), "")
 			case jsonspan.KeyIs(doc, k, "type"):
 				field = &typ
 			case jsonspan.KeyIs(doc, k, "name"):
@@ -249,14 +259,14 @@ func (w *ToolWalk) definitions(start int, parent int, root string) int {
 		default:
 			// The tools of a namespace that name no namespace of their own
 			// are in this one.
-			for j := children; j < len(w.Nodes); j = w.Nodes[j].next {
+			for j := children; j < len(w.Nodes); j = int(w.Nodes[j].next) {
 				if w.Nodes[j].Namespace == "" {
 					w.Nodes[j].Namespace = n.Name
 				}
 			}
 		}
 		n = &w.Nodes[at]
-		n.next = len(w.Nodes)
+		n.next = int32(len(w.Nodes))
 		return end
 	})
 }
@@ -307,12 +317,12 @@ func (w *ToolWalk) items(start int) int {
 		default:
 			return true
 		}
-		n := ToolNode{Kind: kind, Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, item: i, entry: -1}
+		n := ToolNode{Kind: kind, Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, item: int32(i), entry: -1}
 		n.Type = w.str(doc, typ)
 		n.Name = w.str(doc, f[itemName])
 		n.Namespace = w.str(doc, f[itemNamespace])
 		n.CallID, _ = jsonspan.StringValue(doc, f[itemCallID])
-		n.input, n.typ, n.id = f[itemInput], typ, f[itemID]
+		n.input, n.typ, n.id = pack(f[itemInput]), pack(typ), pack(f[itemID])
 		w.Nodes = append(w.Nodes, n)
 		return true
 	})
@@ -354,7 +364,7 @@ func (w *ToolWalk) messages(start int) int {
 	return jsonspan.EachObject(doc, start, messageFields, f[:], func(el jsonspan.Span, f []jsonspan.Span) bool {
 		i++
 		if jsonspan.IsString(doc, f[msgRole], "tool") {
-			n := ToolNode{Kind: NodeOutput, Type: "tool", Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, item: i, entry: -1}
+			n := ToolNode{Kind: NodeOutput, Type: "tool", Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, item: int32(i), entry: -1}
 			n.CallID, _ = jsonspan.StringValue(doc, f[msgToolCallID])
 			w.Nodes = append(w.Nodes, n)
 			return true
@@ -366,7 +376,7 @@ func (w *ToolWalk) messages(start int) int {
 		j := -1
 		return jsonspan.EachObject(doc, f[msgToolCalls].Start, toolCallFields, g[:], func(el jsonspan.Span, g []jsonspan.Span) bool {
 			j++
-			n := ToolNode{Kind: NodeCall, Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, item: i, entry: j}
+			n := ToolNode{Kind: NodeCall, Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, item: int32(i), entry: int32(j)}
 			n.Type = w.str(doc, g[callType])
 			n.CallID, _ = jsonspan.StringValue(doc, g[callID])
 			inner := jsonspan.NoSpan()
@@ -390,7 +400,7 @@ func (w *ToolWalk) messages(start int) int {
 // string choice ("auto", "required", "none") is a node with an empty Type.
 func (w *ToolWalk) choices(sp jsonspan.Span) {
 	doc := w.Doc
-	n := ToolNode{Kind: NodeChoice, Start: sp.Start, End: sp.End, InnerStart: -1, InnerEnd: -1, where: "tool_choice"}
+	n := ToolNode{Kind: NodeChoice, Start: sp.Start, End: sp.End, InnerStart: -1, InnerEnd: -1, walk: w}
 	if doc[sp.Start] != '{' {
 		w.Nodes = append(w.Nodes, n)
 		return
@@ -417,7 +427,7 @@ func (w *ToolWalk) choices(sp jsonspan.Span) {
 			return true
 		}
 		e := ToolNode{Kind: NodeChoice, Start: el.Start, End: el.End, InnerStart: -1, InnerEnd: -1, Allowed: true,
-			where: where + "[" + strconv.Itoa(i) + "]"}
+			walk: w, root: w.rootIndex(where), item: int32(i)}
 		w.choiceNames(&e)
 		w.Nodes = append(w.Nodes, e)
 		return true
@@ -506,6 +516,17 @@ func (w *ToolWalk) Rewrite() []byte {
 		w.x.echo.needed = true
 	}
 	return w.x.applyEdits(w.Doc, w.edits)
+}
+
+// rootIndex returns the index of a list's name in w.roots, adding it.
+// Lists come one after another in the walk, so only the last is reused: a
+// search of them all would cost the square of a body's additional_tools
+// items.
+func (w *ToolWalk) rootIndex(name string) int32 {
+	if n := len(w.roots); n == 0 || w.roots[n-1] != name {
+		w.roots = append(w.roots, name)
+	}
+	return int32(len(w.roots) - 1)
 }
 
 // str is the string at sp, allocated once per distinct value: a history
