@@ -190,7 +190,7 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 	if len(d) == 0 || d[0] != '{' {
 		return emit(ev)
 	}
-	typ := jsonspan.Lookup(d, 0, "type")
+	typ := eventType(d)
 	if typ.Start < 0 {
 		return emit(ev)
 	}

@@ -280,6 +280,9 @@ func (s *Stream) write(ev *Event) {
 // head finds an event's type and sequence_number. Both lead every event
 // OpenAI sends, so the walk stops after a few bytes.
 func head(d []byte) (typ, seq jsonspan.Span) {
+	if typ, seq, ok := openAIHead(d); ok {
+		return typ, seq
+	}
 	typ, seq = jsonspan.NoSpan(), jsonspan.NoSpan()
 	jsonspan.WalkMembers(d, 0, func(k jsonspan.Span, v int) int {
 		e := jsonspan.SkipValue(d, v)
@@ -297,6 +300,47 @@ func head(d []byte) (typ, seq jsonspan.Span) {
 		return e
 	})
 	return typ, seq
+}
+
+// eventType returns the span of an event's "type".
+func eventType(d []byte) jsonspan.Span {
+	if typ, _, ok := openAIHead(d); ok {
+		return typ
+	}
+	return jsonspan.Lookup(d, 0, "type")
+}
+
+// openAIHead reads the head of an event written the way OpenAI writes every
+// one, {"type":"…","sequence_number":N, with plain byte tests; anything
+// else reports false and takes the general walk. It is the one look the
+// engine takes at every event.
+func openAIHead(d []byte) (typ, seq jsonspan.Span, ok bool) {
+	const typeKey, seqKey = `{"type":"`, `,"sequence_number":`
+	if len(d) < len(typeKey) || string(d[:len(typeKey)]) != typeKey {
+		return typ, seq, false
+	}
+	end := bytes.IndexByte(d[len(typeKey):], '"')
+	if end < 0 {
+		return typ, seq, false
+	}
+	end += len(typeKey)
+	if bytes.IndexByte(d[len(typeKey):end], '\\') >= 0 {
+		return typ, seq, false
+	}
+	typ = jsonspan.Span{Start: len(typeKey) - 1, End: end + 1}
+	rest := d[end+1:]
+	if len(rest) < len(seqKey) || string(rest[:len(seqKey)]) != seqKey {
+		return typ, jsonspan.NoSpan(), len(rest) > 0 && rest[0] == ',' && !bytes.Contains(rest, []byte(`"sequence_number"`))
+	}
+	i := end + 1 + len(seqKey)
+	j := i
+	for j < len(d) && d[j] >= '0' && d[j] <= '9' {
+		j++
+	}
+	if j == i || j >= len(d) || d[j] != ',' && d[j] != '}' {
+		return typ, seq, false
+	}
+	return typ, jsonspan.Span{Start: i, End: j}, true
 }
 
 // trackedStream is a rule's stage as the engine runs it: it learns whether
