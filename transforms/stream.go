@@ -223,8 +223,8 @@ func (s *Stream) write(ev *Event) {
 			}
 		}
 		if sp.Start >= 0 {
-			n, err := strconv.ParseInt(string(ev.Data[sp.Start:sp.End]), 10, 64)
-			if err == nil {
+			n, ok := parseSeq(ev.Data[sp.Start:sp.End])
+			if ok {
 				if !s.seqKnown {
 					s.seq, s.seqKnown = n, true
 				}
@@ -300,6 +300,23 @@ func head(d []byte) (typ, seq jsonspan.Span) {
 		return e
 	})
 	return typ, seq
+}
+
+// parseSeq reads a sequence_number: the digits of a non-negative integer.
+// strconv would take a string, and converting the bytes costs an
+// allocation per event.
+func parseSeq(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
 }
 
 // eventType returns the span of an event's "type".
