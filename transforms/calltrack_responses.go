@@ -326,7 +326,55 @@ var (
 	doneEventFields  = []string{"sequence_number", "item_id", "output_index", "arguments"}
 )
 
+// openAIArgs reads an argument event laid out the way OpenAI writes it,
+// {"type":…,"sequence_number":N,"item_id":"…","output_index":N,"<value>":"…",
+// with byte tests, and crosses the value by its quotes alone: it is text the
+// tracker decodes anyway. Any other layout reports false.
+func openAIArgs(d []byte, valueKey string) (eventRefs, bool) {
+	_, seq, ok := openAIHead(d)
+	if !ok || seq.Start < 0 {
+		return eventRefs{}, false
+	}
+	at := func(i int, lit string) bool { return len(d)-i >= len(lit) && string(d[i:i+len(lit)]) == lit }
+	i := seq.End
+	if !at(i, `,"item_id":"`) {
+		return eventRefs{}, false
+	}
+	i += len(`,"item_id":"`)
+	n := bytes.IndexByte(d[i:], '"')
+	if n < 0 || bytes.IndexByte(d[i:i+n], '\\') >= 0 {
+		return eventRefs{}, false
+	}
+	r := eventRefs{itemID: d[i : i+n], seq: true}
+	i += n + 1
+	if !at(i, `,"output_index":`) {
+		return eventRefs{}, false
+	}
+	i += len(`,"output_index":`)
+	j := i
+	for j < len(d) && d[j] >= '0' && d[j] <= '9' {
+		j++
+	}
+	if j == i {
+		return eventRefs{}, false
+	}
+	r.outputIndex = d[i:j]
+	if !at(j, `,"`) || !at(j+2, valueKey) || !at(j+2+len(valueKey), `":"`) {
+		return eventRefs{}, false
+	}
+	v := j + 2 + len(valueKey) + 2
+	end := jsonspan.StringEnd(d, v)
+	if end < 0 {
+		return eventRefs{}, false
+	}
+	r.value = jsonspan.Span{Start: v, End: end}
+	return r, true
+}
+
 func (s *responsesCalls) refs(d []byte, names []string) eventRefs {
+	if r, ok := openAIArgs(d, names[len(names)-1]); ok {
+		return r
+	}
 	const seq, itemID, outputIndex, value = 0, 1, 2, 3
 	var f [4]jsonspan.Span
 	jsonspan.ObjectFields(d, 0, names, f[:])

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
 
 // Two converted calls at one output index, told apart by their item ids,
@@ -78,5 +80,42 @@ func TestStreamedInvalidPatchCountedOnce(t *testing.T) {
 	out := replay(t, x, sse(evs...), 7)
 	if x.PatchInvalid != 1 || x.Restored != 1 || !strings.Contains(out, `"type":"custom_tool_call"`) {
 		t.Fatalf("invalid %d, restored %d", x.PatchInvalid, x.Restored)
+	}
+}
+
+// The byte-test reading of an argument event agrees with the general walk
+// on every event laid out the OpenAI way, and leaves every other layout to
+// the walk.
+func TestOpenAIArgsAgreesWithTheWalk(t *testing.T) {
+	s := &responsesCalls{}
+	for _, tc := range []struct {
+		d  string
+		ok bool
+	}{
+		{`{"type":"response.function_call_arguments.delta","sequence_number":12,"item_id":"fc_1","output_index":3,"delta":"a \"quoted\" \\\\ b","obfuscation":"x"}`, true},
+		{`{"type":"response.function_call_arguments.delta","sequence_number":1,"item_id":"fc_1","output_index":0,"delta":"\\"}`, true},
+		{`{"type":"response.function_call_arguments.delta","sequence_number":1,"output_index":0,"item_id":"fc_1","delta":"x"}`, false},
+		{`{"type":"response.function_call_arguments.delta","sequence_number":1,"item_id":"f\u0063_1","output_index":0,"delta":"x"}`, false},
+		{`{"type":"response.function_call_arguments.delta", "sequence_number":1,"item_id":"fc_1","output_index":0,"delta":"x"}`, false},
+		{`{"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":0,"delta":"x"}`, false},
+	} {
+		d := []byte(tc.d)
+		fast, ok := openAIArgs(d, "delta")
+		if ok != tc.ok {
+			t.Fatalf("%s: fast path %v", tc.d, ok)
+		}
+		if !ok {
+			// The walk still reads it.
+			if r := s.refs(d, deltaEventFields); r.value.Start < 0 {
+				t.Fatalf("%s: the walk found no delta", tc.d)
+			}
+			continue
+		}
+		var f [4]jsonspan.Span // sequence_number, item_id, output_index, delta
+		jsonspan.ObjectFields(d, 0, deltaEventFields, f[:])
+		id, _ := jsonspan.StringValue(d, f[1])
+		if string(fast.itemID) != id || string(fast.outputIndex) != string(d[f[2].Start:f[2].End]) || fast.value != f[3] || !fast.seq {
+			t.Fatalf("%s: fast %+v, walk %v", tc.d, fast, f)
+		}
 	}
 }

@@ -507,6 +507,12 @@ func LastMember(doc []byte, name string) Span {
 	return found
 }
 
+// StringEnd returns the end of the string literal at doc[i] without
+// validating its content, or -1: memchr to each quote, and a look back at
+// the backslashes before it. For text already known or not needed to be
+// valid, at a fraction of SkipString's cost.
+func StringEnd(doc []byte, i int) int { return skipStringFast(doc, i) }
+
 // skipStringFast returns the end of the string literal at doc[i] without
 // validating its content, or -1.
 func skipStringFast(doc []byte, i int) int {
