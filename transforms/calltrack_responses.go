@@ -277,15 +277,16 @@ func (s *responsesCalls) itemAdded(ev *Event, d []byte, emit Emit) error {
 	callID, _ := jsonspan.StringValue(d, jsonspan.Lookup(d, item.Start, "call_id"))
 	s.newCall(client, h, itemID, oi, callID)
 	s.x.Decide(client.String(), "restore_call", "stream header of a call to restore")
-	repl := clientItem(nil, d, item, client, []byte{})
-	return emit(&Event{Name: ev.Name, Data: spliceOne(d, item, repl)})
+	return emit(&Event{Name: ev.Name, Data: withItem(d, item, client, []byte{})})
 }
 
-func spliceOne(doc []byte, sp jsonspan.Span, repl []byte) []byte {
-	out := make([]byte, 0, len(doc)-(sp.End-sp.Start)+len(repl))
-	out = append(out, doc[:sp.Start]...)
-	out = append(out, repl...)
-	return append(out, doc[sp.End:]...)
+// withItem returns the event d with its item at item rewritten as the
+// client's call, built in one buffer.
+func withItem(d []byte, item jsonspan.Span, client ToolID, text []byte) []byte {
+	out := make([]byte, 0, len(d)+len(text)+len(text)/8+32)
+	out = append(out, d[:item.Start]...)
+	out = clientItem(out, d, item, client, text)
+	return append(out, d[item.End:]...)
 }
 
 func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, r eventRefs, emit Emit) error {
@@ -502,8 +503,7 @@ func (s *responsesCalls) itemDone(ev *Event, d []byte, emit Emit) error {
 	}
 	s.close(c, true)
 	s.x.Restored++
-	repl := clientItem(nil, d, item, c.client, c.final)
-	return emit(&Event{Name: ev.Name, Data: spliceOne(d, item, repl)})
+	return emit(&Event{Name: ev.Name, Data: withItem(d, item, c.client, c.final)})
 }
 
 // deliver sends a call that the stream never opened, or opened but never
