@@ -53,6 +53,21 @@ type CallAbandoner interface {
 	Abandon(reason string)
 }
 
+// CallReleaser is implemented by call handlers that hold buffers worth
+// recycling. The tracker calls Release once the call is finished or
+// dropped; the handler is not used again, and nothing Finish returned may
+// live in what it releases.
+type CallReleaser interface {
+	Release()
+}
+
+// releaseCall ends a handler's use.
+func releaseCall(h CallHandler) {
+	if r, ok := h.(CallReleaser); ok {
+		r.Release()
+	}
+}
+
 // abandonCall logs and reports a call dropped unfinished.
 func abandonCall(x *Exchange, client ToolID, h CallHandler, reason string) {
 	x.Decide(client.String(), "drop_partial_call", reason)

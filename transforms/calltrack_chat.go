@@ -102,6 +102,7 @@ func (s *chatCalls) abandon(reason string) {
 	}
 	for k, c := range s.calls {
 		abandonCall(s.x, c.client, c.h, reason)
+		releaseCall(c.h)
 		delete(s.calls, k)
 		s.dropped[k] = true
 	}
@@ -481,6 +482,7 @@ func (s *chatCalls) finishChoice(choice int64, length bool) ([][]byte, bool) {
 		delete(s.calls, key)
 		if length {
 			abandonCall(s.x, c.client, c.h, "finish_reason length cut the call short")
+			releaseCall(c.h)
 			continue
 		}
 		s.x.CallBuffered(len(c.h.Raw()))
@@ -491,6 +493,7 @@ func (s *chatCalls) finishChoice(choice int64, length bool) ([][]byte, bool) {
 		} else if !ok {
 			s.x.Decide(c.client.String(), "input_mismatch", "final arguments differ from the streamed ones")
 		}
+		releaseCall(c.h)
 	}
 	s.order = keep
 	// Held fragments that never got a name are handed out as they came,
@@ -581,6 +584,7 @@ func restoreChatMessage(x *Exchange, p CallPolicy, body []byte) []jsonspan.Edit 
 				args = jsonspan.Unescape(nil, body[f[1].Start+1:f[1].End-1])
 			}
 			edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: chatEntry(nil, body, el, client, h.Finish(args))})
+			releaseCall(h)
 			x.Restored++
 			x.Decide(client.String(), "restore_call", "chat function call to restore")
 			return true

@@ -157,6 +157,10 @@ func (s *responsesCalls) find(itemID, outputIndex []byte) (c *trackedCall, close
 // close moves a call from open to closed; completed says it was
 // delivered whole rather than dropped.
 func (s *responsesCalls) close(c *trackedCall, completed bool) {
+	if c.h != nil {
+		releaseCall(c.h)
+		c.h = nil // the arguments' buffers go now
+	}
 	var as *trackedCall
 	if completed {
 		as = c
@@ -173,7 +177,6 @@ func (s *responsesCalls) close(c *trackedCall, completed bool) {
 // keep holds on to a completed call's text within the budget, letting the
 // oldest texts go first.
 func (s *responsesCalls) keep(c *trackedCall) {
-	c.h = nil // the arguments' buffers go now
 	s.largest = max(s.largest, len(c.final))
 	s.kept = append(s.kept, c)
 	s.keptBytes += len(c.final)
@@ -650,6 +653,7 @@ func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, don
 		if text == nil {
 			text = h.Finish(itemArgs(doc, el))
 		}
+		releaseCall(h)
 		edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: clientItem(nil, doc, el, client, text)})
 		return true
 	})

@@ -119,3 +119,47 @@ func TestOpenAIArgsAgreesWithTheWalk(t *testing.T) {
 		}
 	}
 }
+
+// releaseSpy records that the tracker let its handler go.
+type releaseSpy struct {
+	PassArgs
+	released *int
+}
+
+func (r *releaseSpy) Release() { *r.released++ }
+
+type releasePolicy struct{ released int }
+
+func (p *releasePolicy) OpenCall(_ *Exchange, up ToolID) (ToolID, CallHandler, bool) {
+	return up, &releaseSpy{released: &p.released}, true
+}
+
+// The tracker releases a call's handler once the call is finished or
+// dropped, in both stream flavours.
+func TestTrackerReleasesHandlers(t *testing.T) {
+	x := NewExchange(ProtocolResponses, Limits{}, nil)
+	p := &releasePolicy{}
+	st := NewCallStream(x, p)
+	emit := func(*Event) error { return nil }
+	for _, d := range fnCallStream(0, 0, "fc_1", "c1", "f", `{"a":1}`, 3, true) {
+		if err := st.Event(&Event{Data: []byte(d)}, emit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.released != 1 {
+		t.Fatalf("responses: released %d", p.released)
+	}
+	x = NewExchange(ProtocolChat, Limits{}, nil)
+	st = NewCallStream(x, p)
+	for _, d := range []string{
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":null}]}`,
+		`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+	} {
+		if err := st.Event(&Event{Data: []byte(d)}, emit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.released != 2 {
+		t.Fatalf("chat: released %d", p.released-1)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -512,8 +513,13 @@ func (t *CustomToolsToFunction) OpenCall(x *Exchange, up ToolID) (ToolID, CallHa
 	if !ok {
 		return ToolID{}, nil, false
 	}
-	h := &customArgs{id: id, x: x, rec: t.record(x)}
-	h.dec.Limit = x.Limits.MaxCallBuffer
+	dec, _ := decoderPool.Get().(*streambuf.ArgsDecoder)
+	if dec == nil {
+		dec = new(streambuf.ArgsDecoder)
+	}
+	dec.Reset()
+	dec.Limit = x.Limits.MaxCallBuffer
+	h := &customArgs{id: id, x: x, rec: t.record(x), dec: dec}
 	if id.name == "apply_patch" {
 		h.norm = new(patchfmt.Normalizer)
 	}
@@ -528,7 +534,7 @@ type customArgs struct {
 	x    *Exchange
 	rec  *customRecord
 	out  []byte
-	dec  streambuf.ArgsDecoder
+	dec  *streambuf.ArgsDecoder
 	norm *patchfmt.Normalizer
 }
 
@@ -547,6 +553,21 @@ func (c *customArgs) Delta(frag []byte) ([]byte, error) {
 }
 
 func (c *customArgs) Raw() []byte { return c.dec.Raw() }
+
+// decoderPool recycles argument decoders and the raw arguments they hold:
+// a stream's calls each grow one to their size.
+var decoderPool sync.Pool // of *streambuf.ArgsDecoder
+
+// Release implements CallReleaser.
+func (c *customArgs) Release() {
+	if c.dec != nil && cap(c.dec.Raw()) <= maxPooledDecoder {
+		decoderPool.Put(c.dec)
+	}
+	c.dec = nil
+}
+
+// maxPooledDecoder keeps a freak call's buffer out of the pool.
+const maxPooledDecoder = 1 << 20
 
 func (c *customArgs) Finish(raw []byte) []byte {
 	in := finalInput(c.id, raw)
@@ -595,6 +616,11 @@ func finalInput(id ident, args []byte) []byte {
 	in := unwrapArgs(args)
 	if id.name == "apply_patch" {
 		return []byte(patchfmt.Normalize(string(in)))
+	}
+	if len(in) > 0 && len(args) > 0 && &in[0] == &args[0] {
+		// Arguments that are not JSON come back as they are: a copy, since
+		// they may sit in a decoder that goes back to its pool.
+		in = bytes.Clone(in)
 	}
 	return in
 }
