@@ -37,12 +37,11 @@ type responseWriter struct {
 	h *Handler
 	x *transforms.Exchange
 
-	mode    writerMode
-	status  int
-	stream  *transforms.Stream
-	buf     bytes.Buffer
-	tooBig  bool
-	written bool
+	mode   writerMode
+	status int
+	stream *transforms.Stream
+	buf    bytes.Buffer
+	tooBig bool
 
 	// The upstream's Content-Encoding when it compressed the body despite
 	// Accept-Encoding: identity, and, in a stream, the decoder the body

@@ -79,7 +79,7 @@ func (e *Event) AppendTo(dst []byte) []byte {
 // appendField appends one "<prefix><value>\n" line unless v is nil or would
 // break the line.
 func appendField(dst []byte, prefix string, v []byte) []byte {
-	if v == nil || bytes.IndexAny(v, "\r\n") >= 0 {
+	if v == nil || bytes.ContainsAny(v, "\r\n") {
 		return dst
 	}
 	dst = append(dst, prefix...)
