@@ -46,6 +46,28 @@ type CallHandler interface {
 	Finish(raw []byte) []byte
 }
 
+// ItemBuilder is implemented by call handlers whose client item is a
+// built-in call (local_shell_call, shell_call, apply_patch_call,
+// computer_call, tool_search_call) rather than a function or custom call.
+// Such an item has no argument events a client could follow, so the
+// tracker passes none of the call's events on while it streams: once the
+// arguments are complete it asks for the item and sends its added and done
+// events together. Only this call waits; every other event flows as it
+// comes. The Responses tracker honours it; Chat has no built-in items.
+type ItemBuilder interface {
+	// BuildItem appends the client's item for the complete raw arguments
+	// to dst. ref carries the upstream item's id, call id and status. ok
+	// false means the arguments do not fit the item: the call then goes
+	// to the client as a function_call under the client's name, with the
+	// arguments as they came.
+	BuildItem(dst, raw []byte, ref CallRef) (item []byte, ok bool)
+}
+
+// CallRef is what the upstream's call item says about itself.
+type CallRef struct {
+	ItemID, CallID, Status string
+}
+
 // CallAbandoner is implemented by call handlers that want to know when their
 // call is dropped unfinished (an upstream error, a cut stream, a length
 // stop, the buffer limit): the client then never sees the call completed.

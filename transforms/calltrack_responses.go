@@ -73,6 +73,10 @@ type trackedCall struct {
 	emitted     sentText
 	final       []byte
 	textDone    bool // the client's done event for the text went out
+	// item builds a built-in client item; its events wait for the
+	// complete arguments, which args holds once the done event came.
+	item ItemBuilder
+	args []byte
 }
 
 func newResponsesCalls(x *Exchange, p CallPolicy) *responsesCalls {
@@ -218,6 +222,10 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 			if v := r.value; v.Start >= 0 && d[v.Start] == '"' {
 				full = jsonspan.Unescape(make([]byte, 0, v.End-v.Start), d[v.Start+1:v.End-1])
 			}
+			if c.item != nil {
+				c.args = full
+				return nil
+			}
 			return s.finishText(c, full, r.seq, emit)
 		case closed:
 			return nil
@@ -278,8 +286,12 @@ func (s *responsesCalls) itemAdded(ev *Event, d []byte, emit Emit) error {
 	}
 	itemID, oi := where(d, item)
 	callID, _ := jsonspan.StringValue(d, jsonspan.Lookup(d, item.Start, "call_id"))
-	s.newCall(client, h, itemID, oi, callID)
+	c := s.newCall(client, h, itemID, oi, callID)
 	s.x.Decide(client.String(), "restore_call", "stream header of a call to restore")
+	if ib, ok := h.(ItemBuilder); ok {
+		c.item = ib // its events wait for the whole arguments
+		return nil
+	}
 	return emit(&Event{Name: ev.Name, Data: withItem(d, item, client, []byte{})})
 }
 
@@ -303,7 +315,7 @@ func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, r eventRefs, emit E
 		s.abandon("call arguments exceed max_call_buffer")
 		return overLimit(s.x, c.client)
 	}
-	if len(text) == 0 {
+	if len(text) == 0 || c.item != nil {
 		return nil
 	}
 	c.emitted.add(text)
@@ -499,6 +511,9 @@ func (s *responsesCalls) itemDone(ev *Event, d []byte, emit Emit) error {
 		}
 		return s.deliver(d, item, client, h, itemID, oi, callID, emit)
 	}
+	if c.item != nil {
+		return s.finishItem(c, d, item, emit)
+	}
 	if !c.textDone {
 		if err := s.finishText(c, itemArgs(d, item), hasSeq(d), emit); err != nil {
 			return err
@@ -515,6 +530,10 @@ func (s *responsesCalls) itemDone(ev *Event, d []byte, emit Emit) error {
 func (s *responsesCalls) deliver(d []byte, item jsonspan.Span, client ToolID, h CallHandler, itemID string, oi []byte, callID string, emit Emit) error {
 	c := s.newCall(client, h, itemID, oi, callID)
 	s.x.Decide(client.String(), "restore_call", "finished item of a call to restore")
+	if ib, ok := h.(ItemBuilder); ok {
+		c.item = ib
+		return s.finishItem(c, d, item, emit)
+	}
 	if err := emit(s.itemEvent(d, "response.output_item.added", c.outputIndex, clientItem(nil, d, item, client, []byte{}))); err != nil {
 		return err
 	}
@@ -522,12 +541,67 @@ func (s *responsesCalls) deliver(d []byte, item jsonspan.Span, client ToolID, h 
 }
 
 func (s *responsesCalls) complete(c *trackedCall, d []byte, item jsonspan.Span, emit Emit) error {
+	if c.item != nil {
+		return s.finishItem(c, d, item, emit)
+	}
 	if err := s.finishText(c, itemArgs(d, item), hasSeq(d), emit); err != nil {
 		return err
 	}
 	s.close(c, true)
 	s.x.Restored++
 	return emit(s.itemEvent(d, "response.output_item.done", c.outputIndex, clientItem(nil, d, item, c.client, c.final)))
+}
+
+// finishItem delivers a built-in call from its complete arguments (the
+// finished item's, else the done event's, else those streamed): its added
+// and done events, whose added event was held back. Arguments that do not
+// fit the item go out as a function_call, with its argument events.
+func (s *responsesCalls) finishItem(c *trackedCall, d []byte, item jsonspan.Span, emit Emit) error {
+	raw := itemArgs(d, item)
+	if raw == nil {
+		raw = c.args
+	}
+	if raw == nil {
+		raw = c.h.Raw()
+	}
+	if lim := s.x.Limits.MaxCallBuffer; lim > 0 && len(raw) > lim {
+		s.abandon("call arguments exceed max_call_buffer")
+		return overLimit(s.x, c.client)
+	}
+	s.x.CallBuffered(len(raw))
+	built, ok := c.item.BuildItem(nil, raw, itemRef(d, item))
+	if !ok {
+		s.x.Decide(c.client.String(), "restore_as_function", "the arguments do not fit a "+c.client.Type+" call")
+		c.client = ToolID{Type: "function", Namespace: c.client.Namespace, Name: c.client.Name}
+		c.item = nil
+		if err := emit(s.itemEvent(d, "response.output_item.added", c.outputIndex, clientItem(nil, d, item, c.client, []byte{}))); err != nil {
+			return err
+		}
+		if err := s.finishText(c, raw, hasSeq(d), emit); err != nil {
+			return err
+		}
+		s.close(c, true)
+		s.x.Restored++
+		return emit(s.itemEvent(d, "response.output_item.done", c.outputIndex, clientItem(nil, d, item, c.client, c.final)))
+	}
+	c.final = built
+	s.close(c, true)
+	s.x.Restored++
+	if err := emit(s.itemEvent(d, "response.output_item.added", c.outputIndex, built)); err != nil {
+		return err
+	}
+	return emit(s.itemEvent(d, "response.output_item.done", c.outputIndex, built))
+}
+
+// itemRef reads what a call item says about itself.
+func itemRef(d []byte, item jsonspan.Span) CallRef {
+	var g [3]jsonspan.Span
+	jsonspan.ObjectFields(d, item.Start, []string{"id", "call_id", "status"}, g[:])
+	var r CallRef
+	r.ItemID, _ = jsonspan.StringValue(d, g[0])
+	r.CallID, _ = jsonspan.StringValue(d, g[1])
+	r.Status, _ = jsonspan.StringValue(d, g[2])
+	return r
 }
 
 // responseEvent rewrites the output of the response object carried by
@@ -649,6 +723,18 @@ func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, don
 			if text, completed = done(callID, itemID, pos); !completed && onlyDone {
 				return true // never build a call the stream did not complete
 			}
+		}
+		if ib, ok := h.(ItemBuilder); ok {
+			// Built again from the item's own arguments: the same
+			// arguments give the item the stream delivered.
+			raw := itemArgs(doc, el)
+			releaseCall(h)
+			built, ok := ib.BuildItem(nil, raw, itemRef(doc, el))
+			if !ok {
+				built = clientItem(nil, doc, el, ToolID{Type: "function", Namespace: client.Namespace, Name: client.Name}, raw)
+			}
+			edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: built})
+			return true
 		}
 		if text == nil {
 			text = h.Finish(itemArgs(doc, el))

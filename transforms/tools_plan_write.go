@@ -1,0 +1,449 @@
+package transforms
+
+import (
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
+)
+
+// --- definitions -------------------------------------------------------------
+
+// writeDefinitions rewrites every definition list that the plan changes,
+// each as one edit, and counts what the upstream gets.
+func (p *toolPlan) writeDefinitions() error {
+	w := p.w
+	if p.noTools() {
+		return nil
+	}
+	for i := 0; i < len(w.Nodes); {
+		n := &w.Nodes[i]
+		if n.Kind != NodeDefinition || n.parent >= 0 {
+			i++
+			continue
+		}
+		var list []int
+		root := n.root
+		j := i
+		for j < len(w.Nodes) && w.Nodes[j].Kind == NodeDefinition && w.Nodes[j].parent < 0 && w.Nodes[j].root == root {
+			list = append(list, j)
+			j = int(w.Nodes[j].next)
+		}
+		top := w.roots[root] == "tools"
+		var loaded []loadedTool
+		if top {
+			loaded = p.loaded
+		}
+		before := p.count
+		out, changed := p.entries(nil, list)
+		for _, l := range loaded {
+			out = p.sep(out)
+			out = p.function(out, l.doc, jsonspan.Span{Start: 0, End: len(l.doc)}, codecKey{"function", l.ns, l.name}, false)
+			p.count++
+			changed = true
+		}
+		if changed {
+			first, last := &w.Nodes[list[0]], &w.Nodes[list[len(list)-1]]
+			w.Edit(first.Start, last.End, out, true)
+		}
+		_ = before
+		i = j
+	}
+	return nil
+}
+
+// noTools reports a plan that sends no tools at all (tool_choice "none"
+// where the upstream has no such mode).
+func (p *toolPlan) noTools() bool { return p.only != nil && len(p.only) == 0 }
+
+func (p *toolPlan) sep(out []byte) []byte {
+	if len(out) > 0 {
+		out = append(out, ',')
+	}
+	return out
+}
+
+// entries writes the planned definitions of the sibling nodes list,
+// joined by commas, and reports whether anything differs from the
+// original bytes.
+func (p *toolPlan) entries(out []byte, list []int) ([]byte, bool) {
+	w := p.w
+	doc := w.Doc
+	changed := false
+	for _, i := range list {
+		n := &w.Nodes[i]
+		d := p.defs[i]
+		if d == nil {
+			out = p.sep(out)
+			out = append(out, doc[n.Start:n.End]...)
+			continue
+		}
+		if p.only != nil && d.client.typ != "" && !p.only[d.client] {
+			if d.action != "drop" {
+				p.x.Decide(d.client.String(), "drop", "tool_choice names another tool, imitated by sending only that one")
+			}
+			changed = true
+			continue
+		}
+		switch d.action {
+		case "drop":
+			changed = true
+		case "flatten":
+			children := p.children(i)
+			var c []byte
+			c, _ = p.entries(nil, children)
+			if len(c) > 0 {
+				out = p.sep(out)
+				out = append(out, c...)
+			}
+			changed = true
+		case "degrade":
+			out = p.sep(out)
+			out = p.degraded(out, n, d.client)
+			p.count++
+			changed = true
+		case "rename":
+			up := p.codec.name(d.client)
+			flat := d.client.ns != "" && p.t.Namespaces == "flatten"
+			strip := p.t.action("tool_search") != actNative && p.deferred(n)
+			if up == n.Name && !flat && !strip {
+				out = p.sep(out)
+				out = append(out, doc[n.Start:n.End]...)
+			} else {
+				out = p.sep(out)
+				out = p.function(out, doc, n.obj(), d.client, w.Protocol == ProtocolChat)
+				changed = true
+			}
+			p.count++
+		default: // keep: a native type, or a native namespace
+			if n.Type != "namespace" {
+				out = p.sep(out)
+				out = append(out, doc[n.Start:n.End]...)
+				p.count++
+				continue
+			}
+			children := p.children(i)
+			c, ch := p.entries(nil, children)
+			out = p.sep(out)
+			if !ch {
+				out = append(out, doc[n.Start:n.End]...)
+				continue
+			}
+			changed = true
+			ow := jsonspan.NewObj(out)
+			jsonspan.EachMember(doc, n.Start, func(m jsonspan.Member) bool {
+				if m.KeyIs(doc, "tools") {
+					ow.Key("tools")
+					ow.B = append(ow.B, '[')
+					ow.B = append(ow.B, c...)
+					ow.B = append(ow.B, ']')
+				} else {
+					ow.Raw(doc, m)
+				}
+				return true
+			})
+			out = ow.Close()
+		}
+	}
+	return out, changed
+}
+
+// children lists the direct definitions of the namespace at node i.
+func (p *toolPlan) children(i int) []int {
+	w := p.w
+	var c []int
+	end := int(w.Nodes[i].next)
+	for j := i + 1; j < end; j = int(w.Nodes[j].next) {
+		c = append(c, j)
+	}
+	return c
+}
+
+// function writes a function definition from the one at obj in doc under
+// its upstream name: the namespace member goes when namespaces are
+// flattened, defer_loading when the upstream cannot defer. Chat's nested
+// shape is renamed inside.
+func (p *toolPlan) function(out, doc []byte, obj jsonspan.Span, k codecKey, chat bool) []byte {
+	up := p.codec.name(k)
+	stripDefer := p.t.action("tool_search") != actNative
+	flat := p.t.Namespaces == "flatten"
+	ow := jsonspan.NewObj(out)
+	jsonspan.EachMember(doc, obj.Start, func(m jsonspan.Member) bool {
+		switch {
+		case m.KeyIs(doc, "name") && !chat:
+			ow.Key("name")
+			ow.B = jsonspan.AppendStringStr(ow.B, up)
+		case m.KeyIs(doc, "namespace") && flat && !chat:
+		case m.KeyIs(doc, "defer_loading") && stripDefer:
+		case m.KeyIs(doc, "function") && chat && doc[m.Value.Start] == '{':
+			ow.Key("function")
+			ow.B = p.function(ow.B, doc, m.Value, k, false)
+		default:
+			ow.Raw(doc, m)
+		}
+		return true
+	})
+	return ow.Close()
+}
+
+// degraded writes the function that stands in for a built-in tool.
+func (p *toolPlan) degraded(out []byte, n *ToolNode, k codecKey) []byte {
+	doc := p.w.Doc
+	ow := jsonspan.NewObj(out)
+	ow.Key("type")
+	ow.B = append(ow.B, `"function"`...)
+	ow.Key("name")
+	ow.B = jsonspan.AppendStringStr(ow.B, p.codec.name(k))
+	var f [2]jsonspan.Span
+	jsonspan.ObjectFields(doc, n.Start, []string{"description", "parameters"}, f[:])
+	desc, schema := builtinSchema(k.typ)
+	ow.Key("description")
+	if d, ok := jsonspan.StringValue(doc, f[0]); ok && d != "" && k.typ == "tool_search" {
+		ow.B = append(ow.B, doc[f[0].Start:f[0].End]...)
+	} else {
+		ow.B = jsonspan.AppendStringStr(ow.B, desc)
+	}
+	ow.Key("parameters")
+	if k.typ == "tool_search" && f[1].Start >= 0 && doc[f[1].Start] == '{' {
+		ow.B = append(ow.B, doc[f[1].Start:f[1].End]...) // the client's own search parameters
+	} else {
+		ow.B = append(ow.B, schema...)
+	}
+	ow.Key("strict")
+	ow.B = append(ow.B, "false"...)
+	return ow.Close()
+}
+
+// --- tool_choice ---------------------------------------------------------------
+
+// planChoice plans tool_choice for the upstream's modes in this request's
+// thinking state. A supported choice passes, renamed where its tool was; a
+// named choice the upstream cannot take is imitated by sending only that
+// tool; "required" becomes "auto" (or a 400 with unsupported_choice
+// reject); "none" without the mode sends no tools. Never silently dropped.
+// It returns the edit to make once the definitions are written.
+func (p *toolPlan) planChoice() (func(), error) {
+	w := p.w
+	doc := w.Doc
+	var top *ToolNode
+	var allowed []*ToolNode
+	for i := range w.Nodes {
+		n := &w.Nodes[i]
+		if n.Kind != NodeChoice {
+			continue
+		}
+		if n.Allowed {
+			allowed = append(allowed, n)
+		} else {
+			top = n
+		}
+	}
+	if top == nil {
+		return nil, nil
+	}
+	modes := p.t.noChoice[0]
+	state := "without thinking"
+	if p.thinking {
+		modes = p.t.noChoice[1]
+		state = "while thinking"
+	}
+	chat := w.Protocol == ProtocolChat
+	replace := func(repl string) func() {
+		return func() {
+			w.Edit(top.Start, top.End, []byte(repl), true)
+		}
+	}
+	if top.Type == "" {
+		mode, _ := jsonspan.StringValue(doc, top.obj())
+		switch {
+		case modes[mode]:
+			return nil, nil
+		case mode == choiceNone:
+			p.only = map[codecKey]bool{}
+			p.x.Decide("tool_choice", "degrade", "the upstream has no tool_choice none: no tools are sent")
+			return p.removeTools(top), nil
+		case mode == choiceRequired && p.t.UnsupportedChoice == actReject:
+			return nil, planError("unsupported_tool_choice", "tool_choice", "tool_choice \"required\" is not supported by the upstream %s (tools_plan profile %s)", state, p.t.Profile)
+		case mode == choiceRequired && modes[choiceAuto]:
+			p.x.Decide("tool_choice", "degrade", "required is not supported "+state+": sent as auto")
+			return replace(`"auto"`), nil
+		case mode == choiceAuto || mode == choiceRequired:
+			p.x.Decide("tool_choice", "degrade", mode+" is not supported "+state+": left to the upstream's default")
+			return p.removeChoice(top), nil
+		}
+		return nil, nil
+	}
+	if top.Type == "allowed_tools" {
+		return p.planAllowed(top, allowed, modes, state, chat)
+	}
+	k, ok := p.choiceTarget(top)
+	if !ok {
+		if a := p.t.action(top.Type); a == actNative {
+			return nil, nil // a native tool type's own choice
+		}
+		return nil, planError("unsupported_tool_choice", "tool_choice", "tool_choice names a %s tool, which the upstream does not have (tools_plan profile %s)", top.Type, p.t.Profile)
+	}
+	if why, dropped := p.dropped[k]; dropped || !p.declared[k] {
+		if !dropped {
+			why = "it is not declared"
+		}
+		return nil, planError("unsupported_tool_choice", "tool_choice", "tool_choice names tool %q, which cannot be sent to the upstream: %s", clashName(k), why)
+	}
+	up := p.codec.name(k)
+	if modes[choiceNamed] {
+		if up == top.Name && top.Type == "function" && (k.ns == "" || p.t.Namespaces == "native") {
+			return nil, nil
+		}
+		return replace(namedChoice(up, chat)), nil
+	}
+	p.only = map[codecKey]bool{k: true}
+	switch {
+	case modes[choiceRequired]:
+		p.x.Decide(k.String(), "degrade_tool_choice", "a named choice is not supported "+state+": only this tool is sent, with required")
+		return replace(`"required"`), nil
+	case modes[choiceAuto]:
+		p.x.Decide(k.String(), "degrade_tool_choice", "a named choice is not supported "+state+": only this tool is sent, with auto")
+		return replace(`"auto"`), nil
+	}
+	p.x.Decide(k.String(), "degrade_tool_choice", "a named choice is not supported "+state+": only this tool is sent")
+	return p.removeChoice(top), nil
+}
+
+// planAllowed plans an allowed_tools choice: kept with its entries renamed
+// where the upstream takes it, else imitated by sending only those tools.
+func (p *toolPlan) planAllowed(top *ToolNode, entries []*ToolNode, modes map[string]bool, state string, chat bool) (func(), error) {
+	doc := p.w.Doc
+	var keys []codecKey
+	for _, e := range entries {
+		k, ok := p.choiceTarget(e)
+		if !ok {
+			if p.t.action(e.Type) == actNative {
+				continue
+			}
+			p.x.Decide(e.Type, "drop", "allowed_tools names a tool type the upstream does not have")
+			continue
+		}
+		if _, dropped := p.dropped[k]; dropped || !p.declared[k] {
+			p.x.Decide(k.String(), "drop", "allowed_tools names a tool that is not sent")
+			continue
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, planError("unsupported_tool_choice", "tool_choice", "none of the tools tool_choice allows can be sent to the upstream (tools_plan profile %s)", p.t.Profile)
+	}
+	mode := "auto"
+	if sp := p.allowedMode(top); sp.Start >= 0 {
+		mode, _ = jsonspan.StringValue(doc, sp)
+	}
+	if modes[choiceAllowed] {
+		return func() {
+			b := []byte(`{"type":"allowed_tools",`)
+			if chat {
+				b = append(b, `"allowed_tools":{`...)
+			}
+			b = append(b, `"mode":`...)
+			b = jsonspan.AppendStringStr(b, mode)
+			b = append(b, `,"tools":[`...)
+			for i, k := range keys {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, namedChoice(p.codec.name(k), chat)...)
+			}
+			b = append(b, ']', '}')
+			if chat {
+				b = append(b, '}')
+			}
+			p.w.Edit(top.Start, top.End, b, true)
+		}, nil
+	}
+	p.only = map[codecKey]bool{}
+	for _, k := range keys {
+		p.only[k] = true
+	}
+	p.x.Decide("tool_choice", "degrade_tool_choice", "allowed_tools is not supported "+state+": only the allowed tools are sent")
+	switch {
+	case mode == choiceRequired && modes[choiceRequired]:
+		return func() { p.w.Edit(top.Start, top.End, []byte(`"required"`), true) }, nil
+	case mode == choiceRequired && p.t.UnsupportedChoice == actReject:
+		return nil, planError("unsupported_tool_choice", "tool_choice", "tool_choice allowed_tools with mode required is not supported by the upstream %s (tools_plan profile %s)", state, p.t.Profile)
+	case modes[choiceAuto]:
+		return func() { p.w.Edit(top.Start, top.End, []byte(`"auto"`), true) }, nil
+	}
+	return p.removeChoice(top), nil
+}
+
+func (p *toolPlan) allowedMode(top *ToolNode) jsonspan.Span {
+	doc := p.w.Doc
+	if inner := jsonspan.Lookup(doc, top.Start, "allowed_tools"); inner.Start >= 0 && doc[inner.Start] == '{' {
+		return jsonspan.Lookup(doc, inner.Start, "mode")
+	}
+	return jsonspan.Lookup(doc, top.Start, "mode")
+}
+
+// choiceTarget is the identity a selector names.
+func (p *toolPlan) choiceTarget(n *ToolNode) (codecKey, bool) {
+	switch {
+	case n.Type == "function" && n.Name != "":
+		ns := n.Namespace
+		k := codecKey{"function", ns, n.Name}
+		if ns == "" && !p.declared[k] {
+			// A selector may name a namespaced tool by its name alone.
+			for d := range p.declared {
+				if d.typ == "function" && d.name == n.Name {
+					return d, true
+				}
+			}
+		}
+		return k, true
+	case n.Type != "" && p.t.action(n.Type) == actDegrade:
+		b := builtinName(n.Type)
+		return codecKey{b, "", b}, true
+	}
+	return codecKey{}, false
+}
+
+func namedChoice(name string, chat bool) string {
+	q := string(jsonspan.AppendStringStr(nil, name))
+	if chat {
+		return `{"type":"function","function":{"name":` + q + `}}`
+	}
+	return `{"type":"function","name":` + q + `}`
+}
+
+// removeChoice deletes the tool_choice member.
+func (p *toolPlan) removeChoice(top *ToolNode) func() {
+	return func() {
+		e := jsonspan.RemoveMember(p.w.Doc, top.obj())
+		p.w.Edit(e.Start, e.End, nil, true)
+	}
+}
+
+// removeTools deletes tools and tool_choice: the request must not call
+// tools and the upstream cannot be told so.
+func (p *toolPlan) removeTools(top *ToolNode) func() {
+	return func() {
+		c := jsonspan.RemoveMember(p.w.Doc, top.obj())
+		if t := p.w.tools; t.Start >= 0 {
+			// Neighbours may share a comma: then one edit takes both.
+			e := jsonspan.RemoveMember(p.w.Doc, t)
+			if e.End > c.Start && c.End > e.Start {
+				// tools, then tool_choice last: both go with the comma
+				// before tools, if any.
+				doc := p.w.Doc
+				start := min(c.Start, e.Start)
+				for k := start - 1; k >= 0; k-- {
+					if doc[k] == ',' {
+						start = k
+						break
+					}
+					if doc[k] != ' ' && doc[k] != '\t' && doc[k] != '\n' && doc[k] != '\r' {
+						break
+					}
+				}
+				c.Start, c.End = start, max(c.End, e.End)
+			} else {
+				p.w.Edit(e.Start, e.End, nil, true)
+			}
+		}
+		p.w.Edit(c.Start, c.End, nil, true)
+	}
+}
