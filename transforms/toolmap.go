@@ -50,6 +50,15 @@ func (m *ToolMap) Link(owner any, client, upstream ToolID) {
 	m.links++
 }
 
+// reserve makes room for n more links: a plan links every tool of a large
+// request at once.
+func (m *ToolMap) reserve(n int) {
+	if m.up == nil && n > 0 {
+		m.up = make(map[toolKey]ToolID, n)
+		m.client = make(map[toolKey]ToolID, n)
+	}
+}
+
 // Upstream returns what owner turned the client identity into.
 func (m *ToolMap) Upstream(owner any, client ToolID) (ToolID, bool) {
 	id, ok := m.up[toolKey{owner, client}]

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -102,22 +101,31 @@ func (r *nameRule) allowed(c rune, i int) bool {
 	return re.MatchString(string(c))
 }
 
-// Valid reports whether name already satisfies the rule.
+// Valid reports whether name already satisfies the rule: a loop over the
+// character tables, since every tool of every request is checked.
 func (r *nameRule) Valid(name string) bool {
-	n := utf8.RuneCountInString(name)
-	return n >= r.min && n <= r.max && r.re.MatchString(name)
+	i := 0
+	for _, c := range name {
+		if !r.allowed(c, i) {
+			return false
+		}
+		i++
+	}
+	return i >= r.min && i <= r.max
 }
 
 const hashSuffixLen = 7 // "_" and six base32 characters
 
-var nameHash = base32.StdEncoding.WithPadding(base32.NoPadding)
+var nameHash = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // hashSuffix is "_" and six characters of the SHA-256 of key: a function
 // of the identity alone, so every turn encodes a tool the same way, also
 // when its definition is no longer declared.
 func hashSuffix(key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return "_" + strings.ToLower(nameHash.EncodeToString(sum[:])[:hashSuffixLen-1])
+	var enc [8]byte
+	nameHash.Encode(enc[:], sum[:5])
+	return "_" + string(enc[:hashSuffixLen-1])
 }
 
 // sanitize replaces every character the rule does not allow with '_' and
@@ -126,25 +134,40 @@ func (r *nameRule) sanitize(name string) (string, bool) {
 	if r.Valid(name) {
 		return name, false
 	}
-	var b strings.Builder
-	b.Grow(len(name) + 1)
+	b := make([]byte, 0, len(name)+1)
 	i := 0
-	for _, c := range name {
+	for k := 0; k < len(name); k++ {
+		// ASCII by the tables; anything else is one '_' per character.
+		if c := name[k]; c < utf8.RuneSelf {
+			if i == 0 && !r.asciiOK[0][c] && r.asciiOK[1][c] {
+				b = append(b, r.firstFill)
+				i++
+			}
+			if r.asciiOK[min(i, 1)][c] {
+				b = append(b, c)
+			} else {
+				b = append(b, '_')
+			}
+			i++
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(name[k:])
+		k += size - 1
 		if i == 0 && !r.allowed(c, 0) && r.allowed(c, 1) {
-			b.WriteByte(r.firstFill)
+			b = append(b, r.firstFill)
 			i++
 		}
 		if r.allowed(c, i) {
-			b.WriteRune(c)
+			b = utf8.AppendRune(b, c)
 		} else {
-			b.WriteByte('_')
+			b = append(b, '_')
 		}
 		i++
 	}
 	if i == 0 {
-		b.WriteByte(r.firstFill)
+		b = append(b, r.firstFill)
 	}
-	return b.String(), true
+	return string(b), true
 }
 
 // withHash cuts base so that the hash suffix of key fits, and appends it.
@@ -181,8 +204,8 @@ type codecKey struct{ typ, ns, name string }
 
 func (k codecKey) hashKey() string { return k.typ + "\x00" + k.ns + "\x00" + k.name }
 
-func newNameCodec(rule *nameRule) *nameCodec {
-	return &nameCodec{rule: rule, wants: map[codecKey]string{}}
+func newNameCodec(rule *nameRule, size int) *nameCodec {
+	return &nameCodec{rule: rule, wants: make(map[codecKey]string, size)}
 }
 
 // add registers an identity and the name it would like upstream.

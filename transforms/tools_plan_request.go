@@ -1,6 +1,7 @@
 package transforms
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
@@ -54,9 +55,10 @@ func builtinOfItem(itemType string) string {
 
 // defDecision is the plan for one definition node.
 type defDecision struct {
-	action string // keep, rename, degrade, drop, flatten (a namespace)
-	client codecKey
-	reason string
+	action   string // keep, rename, degrade, drop, flatten (a namespace)
+	client   codecKey
+	reason   string
+	deferred bool // marked defer_loading:true
 }
 
 // toolPlan is one request's plan, made over the walk's nodes before any
@@ -105,8 +107,8 @@ func (t *ToolsPlan) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 	if w == nil {
 		return body, nil
 	}
-	p := &toolPlan{t: t, x: x, w: w, rec: t.record(x), codec: newNameCodec(t.rule), thinking: t.thinks(body),
-		defs: map[int]*defDecision{}, declared: map[codecKey]bool{}, dropped: map[codecKey]string{}}
+	p := &toolPlan{t: t, x: x, w: w, rec: t.record(x), codec: newNameCodec(t.rule, len(w.Nodes)), thinking: t.thinks(body),
+		defs: make(map[int]*defDecision, len(w.Nodes)), declared: make(map[codecKey]bool, len(w.Nodes)), dropped: map[codecKey]string{}}
 	return p.run()
 }
 
@@ -161,7 +163,7 @@ func (p *toolPlan) run() ([]byte, error) {
 	w := p.w
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
-		if n.Kind == NodeDefinition && n.Type == "tool_search" && p.t.action("tool_search") == actDegrade {
+		if n.Kind == NodeDefinition && n.Type == "tool_search" && p.t.action("tool_search") == actDegrade && p.clientSearch(n) {
 			p.search = true
 		}
 	}
@@ -193,6 +195,7 @@ func (p *toolPlan) run() ([]byte, error) {
 	if len(w.edits) == edits {
 		return w.Doc, nil
 	}
+	p.x.Tools().reserve(len(p.codec.names))
 	for k, up := range p.codec.names {
 		client := ToolID{Type: k.typ, Namespace: k.ns, Name: k.name}
 		upID := ToolID{Type: "function", Name: up}
@@ -230,9 +233,14 @@ func (p *toolPlan) deferred(n *ToolNode) bool {
 	if n.InnerStart >= 0 {
 		obj = n.InnerStart
 	}
+	if !bytes.Contains(p.w.Doc[n.Start:n.End], deferLoading) {
+		return false // the common case, found without parsing
+	}
 	v := jsonspan.Lookup(p.w.Doc, obj, "defer_loading")
 	return v.Start >= 0 && string(p.w.Doc[v.Start:v.End]) == "true"
 }
+
+var deferLoading = []byte(`"defer_loading"`)
 
 // planDefinitions decides every definition.
 func (p *toolPlan) planDefinitions() error {
@@ -242,7 +250,7 @@ func (p *toolPlan) planDefinitions() error {
 		if n.Kind != NodeDefinition {
 			continue
 		}
-		d := &defDecision{}
+		d := &defDecision{deferred: p.deferred(n)}
 		p.defs[i] = d
 		inNS := n.parent >= 0
 		if inNS {
@@ -257,7 +265,7 @@ func (p *toolPlan) planDefinitions() error {
 			if n.Name == "" {
 				return planError("invalid_tool", n.Where(), "the function tool at %s has no name", n.Where())
 			}
-			if p.search && p.deferred(n) {
+			if p.search && d.deferred {
 				d.action, d.reason = "drop", "deferred: the model loads it through tool_search"
 				p.dropped[d.client] = d.reason
 				p.x.Decide(d.client.String(), "drop", d.reason)
@@ -269,7 +277,7 @@ func (p *toolPlan) planDefinitions() error {
 		case n.Type == "namespace" && inNS:
 			d.action = "flatten"
 		case n.Type == "namespace":
-			if p.search && p.deferred(n) {
+			if p.search && d.deferred {
 				d.action, d.reason = "drop", "deferred: the model loads it through tool_search"
 				p.x.Decide(n.Name, "drop", d.reason)
 				continue

@@ -1,8 +1,12 @@
 package transforms
 
 import (
+	"bytes"
+
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
+
+var namespaceKey = []byte(`"namespace"`)
 
 // --- definitions -------------------------------------------------------------
 
@@ -31,19 +35,17 @@ func (p *toolPlan) writeDefinitions() error {
 		if top {
 			loaded = p.loaded
 		}
-		before := p.count
-		out, changed := p.entries(nil, list)
+		first, last := &w.Nodes[list[0]], &w.Nodes[list[len(list)-1]]
+		out, changed := p.entries(make([]byte, 0, last.End-first.Start+last.End/8+64), 0, list)
 		for _, l := range loaded {
-			out = p.sep(out)
+			out = p.sep(out, 0)
 			out = p.function(out, l.doc, jsonspan.Span{Start: 0, End: len(l.doc)}, codecKey{"function", l.ns, l.name}, false)
 			p.count++
 			changed = true
 		}
 		if changed {
-			first, last := &w.Nodes[list[0]], &w.Nodes[list[len(list)-1]]
 			w.Edit(first.Start, last.End, out, true)
 		}
-		_ = before
 		i = j
 	}
 	return nil
@@ -53,8 +55,9 @@ func (p *toolPlan) writeDefinitions() error {
 // where the upstream has no such mode).
 func (p *toolPlan) noTools() bool { return p.only != nil && len(p.only) == 0 }
 
-func (p *toolPlan) sep(out []byte) []byte {
-	if len(out) > 0 {
+// sep separates an entry from the ones written since base.
+func (p *toolPlan) sep(out []byte, base int) []byte {
+	if len(out) > base {
 		out = append(out, ',')
 	}
 	return out
@@ -63,7 +66,7 @@ func (p *toolPlan) sep(out []byte) []byte {
 // entries writes the planned definitions of the sibling nodes list,
 // joined by commas, and reports whether anything differs from the
 // original bytes.
-func (p *toolPlan) entries(out []byte, list []int) ([]byte, bool) {
+func (p *toolPlan) entries(out []byte, base int, list []int) ([]byte, bool) {
 	w := p.w
 	doc := w.Doc
 	changed := false
@@ -71,7 +74,7 @@ func (p *toolPlan) entries(out []byte, list []int) ([]byte, bool) {
 		n := &w.Nodes[i]
 		d := p.defs[i]
 		if d == nil {
-			out = p.sep(out)
+			out = p.sep(out, base)
 			out = append(out, doc[n.Start:n.End]...)
 			continue
 		}
@@ -86,42 +89,36 @@ func (p *toolPlan) entries(out []byte, list []int) ([]byte, bool) {
 		case "drop":
 			changed = true
 		case "flatten":
-			children := p.children(i)
-			var c []byte
-			c, _ = p.entries(nil, children)
-			if len(c) > 0 {
-				out = p.sep(out)
-				out = append(out, c...)
-			}
+			out, _ = p.entries(out, base, p.children(i))
 			changed = true
 		case "degrade":
-			out = p.sep(out)
+			out = p.sep(out, base)
 			out = p.degraded(out, n, d.client)
 			p.count++
 			changed = true
 		case "rename":
 			up := p.codec.name(d.client)
 			flat := d.client.ns != "" && p.t.Namespaces == "flatten"
-			strip := p.t.action("tool_search") != actNative && p.deferred(n)
+			strip := p.t.action("tool_search") != actNative && d.deferred
 			if up == n.Name && !flat && !strip {
-				out = p.sep(out)
+				out = p.sep(out, base)
 				out = append(out, doc[n.Start:n.End]...)
 			} else {
-				out = p.sep(out)
+				out = p.sep(out, base)
 				out = p.function(out, doc, n.obj(), d.client, w.Protocol == ProtocolChat)
 				changed = true
 			}
 			p.count++
 		default: // keep: a native type, or a native namespace
 			if n.Type != "namespace" {
-				out = p.sep(out)
+				out = p.sep(out, base)
 				out = append(out, doc[n.Start:n.End]...)
 				p.count++
 				continue
 			}
 			children := p.children(i)
-			c, ch := p.entries(nil, children)
-			out = p.sep(out)
+			c, ch := p.entries(nil, 0, children)
+			out = p.sep(out, base)
 			if !ch {
 				out = append(out, doc[n.Start:n.End]...)
 				continue
@@ -164,6 +161,16 @@ func (p *toolPlan) function(out, doc []byte, obj jsonspan.Span, k codecKey, chat
 	up := p.codec.name(k)
 	stripDefer := p.t.action("tool_search") != actNative
 	flat := p.t.Namespaces == "flatten"
+	def := doc[obj.Start:obj.End]
+	if !chat && !(flat && bytes.Contains(def, namespaceKey)) && !(stripDefer && bytes.Contains(def, deferLoading)) {
+		// Only the name changes: splice it in; the name sits near the
+		// start, so the schema after it is not parsed.
+		if v := jsonspan.Lookup(doc, obj.Start, "name"); v.Start >= 0 {
+			out = append(out, doc[obj.Start:v.Start]...)
+			out = jsonspan.AppendStringStr(out, up)
+			return append(out, doc[v.End:obj.End]...)
+		}
+	}
 	ow := jsonspan.NewObj(out)
 	jsonspan.EachMember(doc, obj.Start, func(m jsonspan.Member) bool {
 		switch {
