@@ -179,6 +179,12 @@ func (x *Exchange) Decide(tool, action, reason string) {
 	}
 }
 
+// deciding reports whether decisions go anywhere, so a rule can skip
+// composing reasons nobody reads.
+func (x *Exchange) deciding() bool {
+	return x.Explain || (x.Logger != nil && x.Logger.Core().Enabled(zapcore.DebugLevel))
+}
+
 // CallBuffered records that n argument bytes were held for one tool call,
 // for the buffered-bytes histogram.
 func (x *Exchange) CallBuffered(n int) { x.callBufs = append(x.callBufs, n) }

@@ -176,6 +176,9 @@ func (p *toolPlan) run() ([]byte, error) {
 			"tools %q and %q both map to the upstream name %q under %s; rename one of them",
 			clashName(clash.a), clashName(clash.b), clash.name, p.t.NamePattern)
 	}
+	if p.x.deciding() {
+		p.decideNames()
+	}
 	edits := len(w.edits)
 	choiceEdit, err := p.planChoice()
 	if err != nil {
@@ -208,6 +211,24 @@ func (p *toolPlan) run() ([]byte, error) {
 		}
 	}
 	return w.Rewrite(), nil
+}
+
+// decideNames records what became of every declared function's name.
+func (p *toolPlan) decideNames() {
+	for i := range p.w.Nodes {
+		d := p.defs[i]
+		if d == nil || d.action != "rename" {
+			continue
+		}
+		switch up := p.codec.name(d.client); {
+		case up != p.want(d.client):
+			p.x.Decide(d.client.String(), "rename", "sent as "+up+": the upstream's names match "+p.t.rule.pattern)
+		case up != d.client.name:
+			p.x.Decide(d.client.String(), "flatten", "sent as "+up+": the upstream has no namespaces")
+		default:
+			p.x.Decide(d.client.String(), "keep", "a function the upstream takes as it is")
+		}
+	}
 }
 
 func clashName(k codecKey) string {
