@@ -2,6 +2,7 @@ package transforms
 
 import (
 	"fmt"
+	"hash/maphash"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/llmtransform/caddy-llm-transform/streambuf"
@@ -83,6 +84,18 @@ type CallReleaser interface {
 	Release()
 }
 
+// relaying is implemented by call handlers that only pass a call on to a
+// later stage of the same rule, which restores it further: the call is
+// counted once, by that stage.
+type relaying interface{ relaysCall() }
+
+// countRestored counts a call given back its client shape, once per rule.
+func countRestored(x *Exchange, h CallHandler) {
+	if _, relay := h.(relaying); !relay {
+		x.Restored++
+	}
+}
+
 // releaseCall ends a handler's use.
 func releaseCall(h CallHandler) {
 	if r, ok := h.(CallReleaser); ok {
@@ -159,26 +172,21 @@ func overLimit(x *Exchange, client ToolID) *StreamAbort {
 
 // sentText remembers what the client has been sent of a call's text by its
 // length and hash rather than a copy: a patch can be megabytes, and all the
-// finish needs to know is whether the final text continues it.
+// finish needs to know is whether the final text continues it. maphash
+// runs at memory speed, and a stream hashes every byte of its calls twice.
 type sentText struct {
-	n    int
-	hash uint64
+	n int
+	h maphash.Hash
 }
 
-const fnvOffset, fnvPrime = 14695981039346656037, 1099511628211
-
-func fnv64(h uint64, b []byte) uint64 {
-	for _, c := range b {
-		h = (h ^ uint64(c)) * fnvPrime
-	}
-	return h
-}
+// textSeed seeds every sentText: hashes are compared within one process.
+var textSeed = maphash.MakeSeed()
 
 func (t *sentText) add(b []byte) {
 	if t.n == 0 {
-		t.hash = fnvOffset
+		t.h.SetSeed(textSeed)
 	}
-	t.hash = fnv64(t.hash, b)
+	_, _ = t.h.Write(b)
 	t.n += len(b)
 }
 
@@ -188,7 +196,7 @@ func (t *sentText) rest(final []byte) ([]byte, bool) {
 	if t.n == 0 {
 		return final, true
 	}
-	if len(final) < t.n || fnv64(fnvOffset, final[:t.n]) != t.hash {
+	if len(final) < t.n || maphash.Bytes(textSeed, final[:t.n]) != t.h.Sum64() {
 		return nil, false
 	}
 	return final[t.n:], true

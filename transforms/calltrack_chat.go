@@ -486,7 +486,7 @@ func (s *chatCalls) finishChoice(choice int64, length bool) ([][]byte, bool) {
 			continue
 		}
 		s.x.CallBuffered(len(c.h.Raw()))
-		s.x.Restored++
+		countRestored(s.x, c.h)
 		final := c.h.Finish(c.h.Raw())
 		if rest, ok := c.emitted.rest(final); ok && len(rest) > 0 {
 			out = append(out, textFragment(key, c.client, rest))
@@ -584,8 +584,8 @@ func restoreChatMessage(x *Exchange, p CallPolicy, body []byte) []jsonspan.Edit 
 				args = jsonspan.Unescape(nil, body[f[1].Start+1:f[1].End-1])
 			}
 			edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: chatEntry(nil, body, el, client, h.Finish(args))})
+			countRestored(x, h)
 			releaseCall(h)
-			x.Restored++
 			x.Decide(client.String(), "restore_call", "chat function call to restore")
 			return true
 		})

@@ -62,6 +62,20 @@ type responsesCalls struct {
 	idbuf     []byte
 	evbuf     []byte
 	ev        Event
+	esc       []byte // the escaped final text of escFor's done event
+	escFor    *trackedCall
+}
+
+// maxKeptEscape bounds the escape buffer kept from call to call.
+const maxKeptEscape = 64 << 10
+
+// escaped returns c's final text as the JSON string its done event carried,
+// or nil.
+func (s *responsesCalls) escaped(c *trackedCall) []byte {
+	if s.escFor != c || c == nil {
+		return nil
+	}
+	return s.esc
 }
 
 type trackedCall struct {
@@ -77,6 +91,8 @@ type trackedCall struct {
 	// complete arguments, which args holds once the done event came.
 	item ItemBuilder
 	args []byte
+	// relay: a later stage of the rule restores and counts the call.
+	relay bool
 }
 
 func newResponsesCalls(x *Exchange, p CallPolicy) *responsesCalls {
@@ -268,6 +284,7 @@ func (s *responsesCalls) End(emit Emit) error {
 
 func (s *responsesCalls) newCall(client ToolID, h CallHandler, itemID string, outputIndex []byte, callID string) *trackedCall {
 	c := &trackedCall{client: client, h: h, itemID: itemID, callID: callID, outputIndex: bytes.Clone(outputIndex)}
+	_, c.relay = h.(relaying)
 	for _, k := range callKeys(itemID, c.outputIndex, callID) {
 		s.open[k] = c
 		delete(s.closed, k)
@@ -292,15 +309,15 @@ func (s *responsesCalls) itemAdded(ev *Event, d []byte, emit Emit) error {
 		c.item = ib // its events wait for the whole arguments
 		return nil
 	}
-	return emit(&Event{Name: ev.Name, Data: withItem(d, item, client, []byte{})})
+	return emit(&Event{Name: ev.Name, Data: withItem(d, item, client, []byte{}, nil)})
 }
 
 // withItem returns the event d with its item at item rewritten as the
 // client's call, built in one buffer.
-func withItem(d []byte, item jsonspan.Span, client ToolID, text []byte) []byte {
+func withItem(d []byte, item jsonspan.Span, client ToolID, text, esc []byte) []byte {
 	out := make([]byte, 0, len(d)+len(text)+len(text)/8+32)
 	out = append(out, d[:item.Start]...)
-	out = clientItem(out, d, item, client, text)
+	out = clientItemEsc(out, d, item, client, text, esc)
 	return append(out, d[item.End:]...)
 }
 
@@ -450,7 +467,13 @@ func (s *responsesCalls) textEvent(c *trackedCall, seq, done bool, text []byte) 
 	b = append(b, `,"`...)
 	b = append(b, field...)
 	b = append(b, `":`...)
+	start := len(b)
 	b = jsonspan.AppendString(b, text)
+	if done {
+		// The finished item carries the same text: it is escaped once.
+		s.esc = append(s.esc[:0], b[start:]...)
+		s.escFor = c
+	}
 	b = append(b, '}')
 	s.evbuf = b
 	s.ev = Event{Name: name, Data: b}
@@ -520,8 +543,15 @@ func (s *responsesCalls) itemDone(ev *Event, d []byte, emit Emit) error {
 		}
 	}
 	s.close(c, true)
-	s.x.Restored++
-	return emit(&Event{Name: ev.Name, Data: withItem(d, item, c.client, c.final)})
+	if !c.relay {
+		s.x.Restored++
+	}
+	ev = &Event{Name: ev.Name, Data: withItem(d, item, c.client, c.final, s.escaped(c))}
+	s.escFor = nil
+	if cap(s.esc) > maxKeptEscape {
+		s.esc = nil // a large call's text is not kept for the next one
+	}
+	return emit(ev)
 }
 
 // deliver sends a call that the stream never opened, or opened but never
@@ -548,7 +578,9 @@ func (s *responsesCalls) complete(c *trackedCall, d []byte, item jsonspan.Span, 
 		return err
 	}
 	s.close(c, true)
-	s.x.Restored++
+	if !c.relay {
+		s.x.Restored++
+	}
 	return emit(s.itemEvent(d, "response.output_item.done", c.outputIndex, clientItem(nil, d, item, c.client, c.final)))
 }
 
@@ -581,12 +613,16 @@ func (s *responsesCalls) finishItem(c *trackedCall, d []byte, item jsonspan.Span
 			return err
 		}
 		s.close(c, true)
-		s.x.Restored++
+		if !c.relay {
+			s.x.Restored++
+		}
 		return emit(s.itemEvent(d, "response.output_item.done", c.outputIndex, clientItem(nil, d, item, c.client, c.final)))
 	}
 	c.final = built
 	s.close(c, true)
-	s.x.Restored++
+	if !c.relay {
+		s.x.Restored++
+	}
 	if err := emit(s.itemEvent(d, "response.output_item.added", c.outputIndex, built)); err != nil {
 		return err
 	}
@@ -712,7 +748,7 @@ func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, don
 		}
 		var text []byte
 		if done == nil {
-			x.Restored++
+			countRestored(x, h)
 			x.Decide(client.String(), "restore_call", "function call to restore")
 		} else {
 			var g [2]jsonspan.Span
@@ -731,6 +767,7 @@ func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, don
 			releaseCall(h)
 			built, ok := ib.BuildItem(nil, raw, itemRef(doc, el))
 			if !ok {
+				x.Decide(client.String(), "restore_as_function", "the arguments do not fit a "+client.Type+" call")
 				built = clientItem(nil, doc, el, ToolID{Type: "function", Namespace: client.Namespace, Name: client.Name}, raw)
 			}
 			edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: built})
@@ -750,6 +787,12 @@ func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, don
 // custom_tool_call whose input is text, or a function_call whose arguments
 // are text; name and namespace become the client's.
 func clientItem(dst, doc []byte, el jsonspan.Span, client ToolID, text []byte) []byte {
+	return clientItemEsc(dst, doc, el, client, text, nil)
+}
+
+// clientItemEsc is clientItem with the text already escaped as a JSON
+// string (esc), when the done event has just written it.
+func clientItemEsc(dst, doc []byte, el jsonspan.Span, client ToolID, text, esc []byte) []byte {
 	typ, field := "function_call", "arguments"
 	if client.Type == "custom" {
 		typ, field = "custom_tool_call", "input"
@@ -765,7 +808,11 @@ func clientItem(dst, doc []byte, el jsonspan.Span, client ToolID, text []byte) [
 		switch {
 		case m.KeyIs(doc, "arguments"):
 			w.Key(field)
-			w.B = jsonspan.AppendString(w.B, text)
+			if esc != nil {
+				w.B = append(w.B, esc...)
+			} else {
+				w.B = jsonspan.AppendString(w.B, text)
+			}
 		case m.KeyIs(doc, "name"):
 			if s, _ := jsonspan.StringValue(doc, m.Value); s == client.Name {
 				return false

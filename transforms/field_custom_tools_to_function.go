@@ -3,6 +3,7 @@ package transforms
 import (
 	"bytes"
 	"fmt"
+	"hash/maphash"
 	"net/http"
 	"strings"
 	"sync"
@@ -117,7 +118,7 @@ type customRecord struct {
 // call's patch is finished once for its events and may be again for the
 // final response object, and must be counted once.
 func (r *customRecord) firstCheck(patch []byte) bool {
-	h := fnv64(fnvOffset, patch)
+	h := maphash.Bytes(textSeed, patch)
 	if r.checked[h] {
 		return false
 	}

@@ -298,10 +298,21 @@ func (t *ToolsPlan) OpenCall(x *Exchange, up ToolID) (ToolID, CallHandler, bool)
 	}
 	args := PassArgs{Limit: x.Limits.MaxCallBuffer}
 	if client.Type == "function" {
+		if t.custom != nil {
+			if _, converted := x.Tools().Client(t.custom, client); converted {
+				return client, &relayArgs{args}, true
+			}
+		}
 		return client, &args, true
 	}
 	return client, &builtinCall{PassArgs: args, typ: client.Type, x: x, rec: t.record(x)}, true
 }
+
+// relayArgs passes a converted custom tool's call on to the rule's custom
+// stage, which restores and counts it.
+type relayArgs struct{ PassArgs }
+
+func (*relayArgs) relaysCall() {}
 
 // builtinCall restores a degraded built-in tool's call as its item.
 type builtinCall struct {
