@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -163,16 +164,25 @@ func runCodex(t *testing.T, baseURL, workdir, prompt string) (stdout, stderr str
 	return outBuf.String(), errBuf.String(), err
 }
 
-// headerRecorder keeps the method, path and headers of each request.
+// headerRecorder keeps the method, path, headers and body of each request,
+// then hands the request on to next.
 type headerRecorder struct {
-	mu   sync.Mutex
-	seen []*http.Request
-	next http.Handler
+	mu     sync.Mutex
+	seen   []*http.Request
+	bodies [][]byte
+	next   http.Handler
 }
 
 func (h *headerRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	h.mu.Lock()
 	h.seen = append(h.seen, &http.Request{Method: r.Method, URL: r.URL, Header: r.Header.Clone()})
+	h.bodies = append(h.bodies, body)
 	h.mu.Unlock()
 	h.next.ServeHTTP(w, r)
 }
@@ -181,6 +191,13 @@ func (h *headerRecorder) requests() []*http.Request {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]*http.Request(nil), h.seen...)
+}
+
+// requestBodies returns the bodies of the requests, in order.
+func (h *headerRecorder) requestBodies() [][]byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([][]byte(nil), h.bodies...)
 }
 
 // toolSignature lists each tool as type:name, and flattens namespaces, so a
@@ -283,6 +300,20 @@ func TestCodexAppliesPatchThroughGateway(t *testing.T) {
 
 	workdir := t.TempDir()
 	stdout, stderr, err := runCodex(t, gatewayURL+"/v1", workdir, codexPrompt)
+	assertCodexApplied(t, workdir, stdout, stderr, err)
+
+	reqs := demo.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("upstream received %d requests, want 2 (patch turn, answer turn)", len(reqs))
+	}
+	assertCodexTurn2(t, reqs[1])
+}
+
+// assertCodexApplied checks a `codex exec` run of codexPrompt succeeded:
+// hello.txt holds the normalised demo patch's line and Codex printed the
+// upstream's final answer.
+func assertCodexApplied(t *testing.T, workdir, stdout, stderr string, err error) {
+	t.Helper()
 	if err != nil {
 		t.Fatalf("codex failed: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
 	}
@@ -296,12 +327,14 @@ func TestCodexAppliesPatchThroughGateway(t *testing.T) {
 	if !strings.Contains(stdout, "Patch applied.") {
 		t.Errorf("codex did not print the final answer\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
+}
 
-	reqs := demo.Requests()
-	if len(reqs) != 2 {
-		t.Fatalf("upstream received %d requests, want 2 (patch turn, answer turn)", len(reqs))
-	}
-	turn2 := gjson.ParseBytes(reqs[1])
+// assertCodexTurn2 checks the upstream's second request of a Codex patch
+// run: Codex's custom apply_patch call reached it as a function call with
+// the normalised patch wrapped once, answered by its output.
+func assertCodexTurn2(t *testing.T, body []byte) {
+	t.Helper()
+	turn2 := gjson.ParseBytes(body)
 	var call, output gjson.Result
 	for i, item := range turn2.Get("input").Array() {
 		typ, id := item.Get("type").String(), item.Get("id").String()

@@ -53,7 +53,9 @@ const (
 // to any request carrying Codex's freeform custom tools or custom tool calls,
 // and otherwise follows a fixed script. Asked with an apply_patch function
 // tool, it calls that tool once with {"input": Patch}; given the tool's
-// output, it answers with text.
+// output, it answers with text. Strict makes it refuse every other shape a
+// function-only server does not know, and names OpenAI would refuse; Tool
+// makes it call another function than apply_patch.
 //
 // It serves POST .../responses (Responses API, JSON or SSE) and
 // POST .../chat/completions (Chat Completions, JSON or SSE), and answers
@@ -78,6 +80,40 @@ type Provider struct {
 	// place of the script, for tests that need another answer from the same
 	// strict provider.
 	Reply func(w http.ResponseWriter, req gjson.Result)
+
+	// Strict makes the provider function-only in full, as a server that
+	// knows nothing but function tools and validates names the way OpenAI
+	// does. On top of the custom shapes it then refuses, with the texts such
+	// servers answer:
+	//   - every tool type but function: hosted tools (web_search,
+	//     tool_search, local_shell, …) and namespace tools, at the top level
+	//     and in additional_tools items ("unknown variant `web_search`,
+	//     expected `function`");
+	//   - function names outside ^[a-zA-Z0-9_-]{1,64}$, in definitions,
+	//     history calls and tool_choice ("Invalid 'tools[3].name': string does
+	//     not match pattern. …", "… string too long. Expected a string with
+	//     maximum length 64, but got a string with length 70 instead.");
+	//   - history items other than messages, reasoning, function calls and
+	//     their outputs (local_shell_call, tool_search_call, …);
+	//   - a namespace member on a tool, history item or tool_choice, as the
+	//     upstream has no namespaces ("Unknown parameter: 'input[2].namespace'.");
+	//   - a tool_choice that names a function the request does not declare
+	//     ("Tool choice 'f' not found in 'tools' parameter.").
+	// Off, the provider lets hosted tools and any names through, as the
+	// demo's Codex run needs.
+	Strict bool
+
+	// Tool, if set, picks the function the script calls in place of
+	// apply_patch. It is asked about each function tool the request
+	// declares, in order (namespace is that of an enclosing namespace tool,
+	// else ""), and the first one it accepts is called under the very name
+	// and namespace the request gave it, with CallArguments. The script
+	// still answers the call's output with text.
+	Tool func(namespace, name string) bool
+
+	// CallArguments are the arguments of a call to the tool Tool picked.
+	// Default: "{}".
+	CallArguments string
 
 	mu     sync.Mutex
 	served int      // requests received, for unique and predictable ids
@@ -177,8 +213,8 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if api == apiResponses {
 		reject = rejectResponses
 	}
-	if rej := reject(req); rej != nil {
-		writeError(w, http.StatusBadRequest, rej.message, rej.param, "")
+	if rej := reject(req, p.Strict); rej != nil {
+		writeError(w, http.StatusBadRequest, rej.message, rej.param, rej.code)
 		return
 	}
 	switch {
@@ -195,18 +231,56 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type rejection struct {
 	param   string
 	message string
+	code    string // "" is null
 }
 
 const (
 	msgCustomTool     = "unknown variant `custom`, expected `function`"
-	msgCustomChoice   = "unknown variant `custom`, expected one of `none`, `auto`, `required`, `function`, `allowed_tools`"
+	msgToolTmpl       = "unknown variant `%s`, expected `function`"
+	msgChoiceTmpl     = "unknown variant `%s`, expected one of `none`, `auto`, `required`, `function`, `allowed_tools`"
 	msgCustomItemTmpl = "unknown variant `%s`, expected one of `message`, `function_call`, `function_call_output`, `reasoning`"
+
+	// maxNameLength is OpenAI's limit on function names.
+	maxNameLength = 64
 )
 
+// unknownVariant is a serde-style refusal of a type tag at path.
+func unknownVariant(path, typ string) *rejection {
+	return &rejection{path, fmt.Sprintf(msgToolTmpl, typ), ""}
+}
+
+// unknownParameter is OpenAI's refusal of a member it does not know.
+func unknownParameter(path string) *rejection {
+	return &rejection{path, "Unknown parameter: '" + path + "'.", "unknown_parameter"}
+}
+
+// checkName applies OpenAI's rule for function names, ^[a-zA-Z0-9_-]+$ and
+// at most 64 characters, to the name at path.
+func checkName(name gjson.Result, path string) *rejection {
+	if !name.Exists() {
+		return &rejection{path, "Missing required parameter: '" + path + "'.", "missing_required_parameter"}
+	}
+	s := name.String()
+	valid := s != ""
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			valid = false
+			break
+		}
+	}
+	if !valid {
+		return &rejection{path, "Invalid '" + path + "': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.", "invalid_value"}
+	}
+	if n := utf8.RuneCountInString(s); n > maxNameLength {
+		return &rejection{path, fmt.Sprintf("Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.", path, maxNameLength, n), "string_above_max_length"}
+	}
+	return nil
+}
+
 // rejectResponses finds the first part of a Responses request that a
-// function-only provider does not understand.
-func rejectResponses(req gjson.Result) *rejection {
-	if rej := rejectResponsesTools(req.Get("tools"), "tools"); rej != nil {
+// function-only provider does not understand; strict is Provider.Strict.
+func rejectResponses(req gjson.Result, strict bool) *rejection {
+	if rej := rejectResponsesTools(req.Get("tools"), "tools", strict); rej != nil {
 		return rej
 	}
 	var rej *rejection
@@ -216,15 +290,27 @@ func rejectResponses(req gjson.Result) *rejection {
 			path := "input[" + strconv.Itoa(i) + "]"
 			switch typ := item.Get("type").String(); typ {
 			case "custom_tool_call", "custom_tool_call_output":
-				rej = &rejection{path + ".type", fmt.Sprintf(msgCustomItemTmpl, typ)}
+				rej = &rejection{path + ".type", fmt.Sprintf(msgCustomItemTmpl, typ), ""}
 			case "additional_tools":
-				rej = rejectResponsesTools(item.Get("tools"), path+".tools")
+				rej = rejectResponsesTools(item.Get("tools"), path+".tools", strict)
 			case "function_call", "function_call_output":
 				// Real Responses upstreams validate item ids by prefix, so a
 				// converted custom call that kept its ctc_/ctco_ id fails.
 				if id := item.Get("id"); id.Exists() && !strings.HasPrefix(id.String(), "fc") {
 					rej = &rejection{path + ".id", fmt.Sprintf(
-						"Invalid '%s.id': '%s'. Expected an ID that begins with 'fc'.", path, id.String())}
+						"Invalid '%s.id': '%s'. Expected an ID that begins with 'fc'.", path, id.String()), ""}
+				}
+				switch {
+				case rej != nil || !strict:
+				case item.Get("namespace").Exists():
+					rej = unknownParameter(path + ".namespace")
+				case typ == "function_call":
+					rej = checkName(item.Get("name"), path+".name")
+				}
+			case "", "message", "reasoning":
+			default:
+				if strict {
+					rej = &rejection{path + ".type", fmt.Sprintf(msgCustomItemTmpl, typ), ""}
 				}
 			}
 			if rej != nil {
@@ -233,29 +319,73 @@ func rejectResponses(req gjson.Result) *rejection {
 		}
 	}
 	choice := req.Get("tool_choice")
-	switch choice.Get("type").String() {
-	case "custom":
-		return &rejection{"tool_choice.type", msgCustomChoice}
-	case "allowed_tools":
+	switch typ := choice.Get("type").String(); {
+	case typ == "custom":
+		return &rejection{"tool_choice.type", fmt.Sprintf(msgChoiceTmpl, typ), ""}
+	case typ == "allowed_tools":
 		for j, t := range choice.Get("tools").Array() {
-			if t.Get("type").String() == "custom" {
-				return &rejection{"tool_choice.tools[" + strconv.Itoa(j) + "].type", msgCustomTool}
+			p := "tool_choice.tools[" + strconv.Itoa(j) + "]"
+			switch tt := t.Get("type").String(); {
+			case tt == "custom" || (strict && tt != "function"):
+				return unknownVariant(p+".type", tt)
+			case strict && t.Get("namespace").Exists():
+				return unknownParameter(p + ".namespace")
+			case strict:
+				if rej := checkName(t.Get("name"), p+".name"); rej != nil {
+					return rej
+				}
 			}
+		}
+	case !strict || !choice.IsObject():
+	case typ != "function":
+		return &rejection{"tool_choice.type", fmt.Sprintf(msgChoiceTmpl, typ), ""}
+	case choice.Get("namespace").Exists():
+		return unknownParameter("tool_choice.namespace")
+	default:
+		if rej := checkName(choice.Get("name"), "tool_choice.name"); rej != nil {
+			return rej
+		}
+		name := choice.Get("name").String()
+		if !declares(req.Get("tools"), name) {
+			return &rejection{"tool_choice", "Tool choice '" + name + "' not found in 'tools' parameter.", ""}
 		}
 	}
 	return nil
 }
 
+// declares reports a function tool named name in a Responses tools array
+// of a strict provider, where every tool is a top-level function.
+func declares(tools gjson.Result, name string) bool {
+	for _, t := range tools.Array() {
+		if t.Get("type").String() == "function" && t.Get("name").String() == name {
+			return true
+		}
+	}
+	return false
+}
+
 // rejectResponsesTools checks a Responses tools array, descending into
-// namespace tools.
-func rejectResponsesTools(tools gjson.Result, path string) *rejection {
+// namespace tools; a strict provider refuses anything but functions with
+// valid names.
+func rejectResponsesTools(tools gjson.Result, path string, strict bool) *rejection {
 	for i, t := range tools.Array() {
 		p := path + "[" + strconv.Itoa(i) + "]"
-		switch t.Get("type").String() {
-		case "custom":
-			return &rejection{p + ".type", msgCustomTool}
-		case "namespace":
-			if rej := rejectResponsesTools(t.Get("tools"), p+".tools"); rej != nil {
+		switch typ := t.Get("type").String(); {
+		case typ == "custom":
+			return &rejection{p + ".type", msgCustomTool, ""}
+		case strict && typ == "function":
+			if t.Get("namespace").Exists() {
+				return unknownParameter(p + ".namespace")
+			}
+			if rej := checkName(t.Get("name"), p+".name"); rej != nil {
+				return rej
+			}
+		case strict && !t.Get("type").Exists():
+			return &rejection{p + ".type", "Missing required parameter: '" + p + ".type'.", "missing_required_parameter"}
+		case strict:
+			return unknownVariant(p+".type", typ)
+		case typ == "namespace":
+			if rej := rejectResponsesTools(t.Get("tools"), p+".tools", strict); rej != nil {
 				return rej
 			}
 		}
@@ -264,36 +394,63 @@ func rejectResponsesTools(tools gjson.Result, path string) *rejection {
 }
 
 // rejectChat is rejectResponses for Chat Completions shapes.
-func rejectChat(req gjson.Result) *rejection {
+func rejectChat(req gjson.Result, strict bool) *rejection {
 	for i, t := range req.Get("tools").Array() {
-		if t.Get("type").String() == "custom" {
-			return &rejection{"tools[" + strconv.Itoa(i) + "].type", msgCustomTool}
+		p := "tools[" + strconv.Itoa(i) + "]"
+		typ := t.Get("type").String()
+		if typ == "custom" {
+			return &rejection{p + ".type", msgCustomTool, ""}
 		}
 		// A converter that retypes a tool but leaves its custom body behind
 		// is caught here, as OpenAI refuses unknown parameters.
 		if t.Get("custom").Exists() {
-			p := "tools[" + strconv.Itoa(i) + "].custom"
-			return &rejection{p, "Unknown parameter: '" + p + "'."}
+			return &rejection{p + ".custom", "Unknown parameter: '" + p + ".custom'.", ""}
+		}
+		if strict && typ != "function" {
+			return unknownVariant(p+".type", typ)
+		}
+		if strict {
+			if rej := checkName(t.Get("function.name"), p+".function.name"); rej != nil {
+				return rej
+			}
 		}
 	}
 	for i, m := range req.Get("messages").Array() {
 		for j, tc := range m.Get("tool_calls").Array() {
-			if tc.Get("type").String() == "custom" {
-				return &rejection{
-					"messages[" + strconv.Itoa(i) + "].tool_calls[" + strconv.Itoa(j) + "].type", msgCustomTool}
+			p := "messages[" + strconv.Itoa(i) + "].tool_calls[" + strconv.Itoa(j) + "]"
+			typ := tc.Get("type").String()
+			if typ == "custom" || (strict && typ != "function") {
+				return unknownVariant(p+".type", typ)
+			}
+			if strict {
+				if rej := checkName(tc.Get("function.name"), p+".function.name"); rej != nil {
+					return rej
+				}
 			}
 		}
 	}
 	choice := req.Get("tool_choice")
-	switch choice.Get("type").String() {
-	case "custom":
-		return &rejection{"tool_choice.type", msgCustomChoice}
-	case "allowed_tools":
+	switch typ := choice.Get("type").String(); {
+	case typ == "custom":
+		return &rejection{"tool_choice.type", fmt.Sprintf(msgChoiceTmpl, typ), ""}
+	case typ == "allowed_tools":
 		// Chat nests the list, unlike Responses.
 		for j, t := range choice.Get("allowed_tools.tools").Array() {
-			if t.Get("type").String() == "custom" {
-				return &rejection{"tool_choice.allowed_tools.tools[" + strconv.Itoa(j) + "].type", msgCustomTool}
+			p := "tool_choice.allowed_tools.tools[" + strconv.Itoa(j) + "]"
+			if tt := t.Get("type").String(); tt == "custom" || (strict && tt != "function") {
+				return unknownVariant(p+".type", tt)
 			}
+			if strict {
+				if rej := checkName(t.Get("function.name"), p+".function.name"); rej != nil {
+					return rej
+				}
+			}
+		}
+	case strict && choice.IsObject() && typ != "function":
+		return &rejection{"tool_choice.type", fmt.Sprintf(msgChoiceTmpl, typ), ""}
+	case strict && choice.IsObject():
+		if rej := checkName(choice.Get("function.name"), "tool_choice.function.name"); rej != nil {
+			return rej
 		}
 	}
 	return nil
@@ -327,8 +484,30 @@ func writeError(w http.ResponseWriter, status int, message, param, code string) 
 type script struct {
 	preface   string // assistant text before the call; or the whole answer
 	call      bool
-	namespace string // namespace that declared apply_patch, if any
+	name      string // the function called
+	namespace string // namespace that declared it, if any
 	arguments string
+}
+
+// picks reports whether the script calls the function name (in namespace):
+// the one Tool accepts, else apply_patch.
+func (p *Provider) picks(namespace, name string) bool {
+	if p.Tool != nil {
+		return p.Tool(namespace, name)
+	}
+	return name == toolName
+}
+
+// callTo is the scripted call of the function name in namespace.
+func (p *Provider) callTo(namespace, name string) script {
+	args := p.arguments()
+	if p.Tool != nil {
+		args = p.CallArguments
+		if args == "" {
+			args = "{}"
+		}
+	}
+	return script{preface: msgPreface, call: true, name: name, namespace: namespace, arguments: args}
 }
 
 func (p *Provider) planResponses(req gjson.Result) script {
@@ -339,13 +518,14 @@ func (p *Provider) planResponses(req gjson.Result) script {
 	for _, t := range req.Get("tools").Array() {
 		switch t.Get("type").String() {
 		case "function":
-			if t.Get("name").String() == toolName {
-				return script{preface: msgPreface, call: true, arguments: p.arguments()}
+			if name := t.Get("name").String(); p.picks("", name) {
+				return p.callTo("", name)
 			}
 		case "namespace":
+			ns := t.Get("name").String()
 			for _, nt := range t.Get("tools").Array() {
-				if nt.Get("type").String() == "function" && nt.Get("name").String() == toolName {
-					return script{preface: msgPreface, call: true, namespace: t.Get("name").String(), arguments: p.arguments()}
+				if name := nt.Get("name").String(); nt.Get("type").String() == "function" && p.picks(ns, name) {
+					return p.callTo(ns, name)
 				}
 			}
 		}
@@ -359,8 +539,10 @@ func (p *Provider) planChat(req gjson.Result) script {
 		return script{preface: msgApplied}
 	}
 	for _, t := range req.Get("tools").Array() {
-		if t.Get("type").String() == "function" && t.Get("function.name").String() == toolName {
-			return script{call: true, arguments: p.arguments()}
+		if name := t.Get("function.name").String(); t.Get("type").String() == "function" && p.picks("", name) {
+			c := p.callTo("", name)
+			c.preface = ""
+			return c
 		}
 	}
 	return script{preface: msgNoTool}
@@ -429,7 +611,7 @@ func (p *Provider) replyResponses(w http.ResponseWriter, req gjson.Result, n, bo
 		return jsonObj{{"id", msgID}, {"type", "message"}, {"status", status}, {"content", content}, {"role", "assistant"}}
 	}
 	callItem := func(status, args string) jsonObj {
-		it := jsonObj{{"id", fcID}, {"type", "function_call"}, {"status", status}, {"arguments", args}, {"call_id", callID}, {"name", toolName}}
+		it := jsonObj{{"id", fcID}, {"type", "function_call"}, {"status", status}, {"arguments", args}, {"call_id", callID}, {"name", plan.name}}
 		if plan.namespace != "" {
 			it = append(it, jsonField{"namespace", plan.namespace})
 		}
@@ -503,7 +685,7 @@ func (p *Provider) replyResponses(w http.ResponseWriter, req gjson.Result, n, bo
 				jsonField{"output_index", 1}, jsonField{"delta", piece})
 		}
 		s.event("response.function_call_arguments.done", jsonField{"item_id", fcID}, jsonField{"output_index", 1},
-			jsonField{"name", toolName}, jsonField{"arguments", plan.arguments})
+			jsonField{"name", plan.name}, jsonField{"arguments", plan.arguments})
 		s.event("response.output_item.done", jsonField{"output_index", 1}, jsonField{"item", callItem("completed", plan.arguments)})
 	}
 	s.event("response.completed", jsonField{"response", response("completed", output, usage)})
@@ -533,7 +715,7 @@ func (p *Provider) replyChat(w http.ResponseWriter, req gjson.Result, n, bodyLen
 	// A call's first appearance names it; later stream fragments carry only
 	// its index and more arguments.
 	fullCall := func(args string) jsonObj {
-		return jsonObj{{"id", callID}, {"type", "function"}, {"function", jsonObj{{"name", toolName}, {"arguments", args}}}}
+		return jsonObj{{"id", callID}, {"type", "function"}, {"function", jsonObj{{"name", plan.name}, {"arguments", args}}}}
 	}
 	callDelta := func(args string) jsonObj {
 		return jsonObj{{"index", 0}, {"function", jsonObj{{"arguments", args}}}}

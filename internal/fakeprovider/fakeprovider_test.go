@@ -688,3 +688,200 @@ func TestProviderReply(t *testing.T) {
 		t.Errorf("rejected request: %d %s, want 400 %s", rec.Code, rec.Body, want)
 	}
 }
+
+// strictErrorBody is demoErrorBody with an error code.
+func strictErrorBody(message, param, code string) string {
+	c := "null"
+	if code != "" {
+		c = strconv.Quote(code)
+	}
+	return `{"error":{"message":` + strconv.Quote(message) + `,"type":"invalid_request_error","param":` + strconv.Quote(param) + `,"code":` + c + `}}` + "\n"
+}
+
+// dotted70 is a 70-character MCP-style name with dots.
+const dotted70 = "weather.now.for.a.very.long.dotted.name.that.goes.over.sixty.four.char"
+
+func TestStrictProviderRejects(t *testing.T) {
+	const fn = `{"type":"function","name":"exec_command","parameters":{"type":"object"}}`
+	long := strings.Repeat("a", 70)
+	patternMsg := func(p string) string {
+		return "Invalid '" + p + "': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'."
+	}
+	longMsg := func(p string, n int) string {
+		return fmt.Sprintf("Invalid '%s': string too long. Expected a string with maximum length 64, but got a string with length %d instead.", p, n)
+	}
+	for _, tc := range []struct {
+		name, path, body, param, message, code string
+	}{
+		{"web_search", "/v1/responses",
+			`{"model":"m","input":"hi","tools":[` + fn + `,` + fn + `,` + fn + `,{"type":"web_search"}]}`,
+			"tools[3].type", "unknown variant `web_search`, expected `function`", ""},
+		{"client tool_search", "/v1/responses",
+			`{"model":"m","input":"hi","tools":[{"type":"tool_search","execution":"client"}]}`,
+			"tools[0].type", "unknown variant `tool_search`, expected `function`", ""},
+		{"namespace tool", "/v1/responses",
+			`{"model":"m","input":"hi","tools":[{"type":"namespace","name":"n","tools":[` + fn + `]}]}`,
+			"tools[0].type", "unknown variant `namespace`, expected `function`", ""},
+		{"local_shell in additional_tools", "/v1/responses",
+			`{"model":"m","input":[{"type":"additional_tools","tools":[` + fn + `,{"type":"local_shell"}]}]}`,
+			"input[0].tools[1].type", "unknown variant `local_shell`, expected `function`", ""},
+		{"tool without a type", "/v1/responses",
+			`{"model":"m","input":"hi","tools":[{"name":"f"}]}`,
+			"tools[0].type", "Missing required parameter: 'tools[0].type'.", "missing_required_parameter"},
+		{"dotted name", "/v1/responses",
+			`{"model":"m","input":"hi","tools":[` + fn + `,` + fn + `,` + fn + `,{"type":"function","name":"a.b"}]}`,
+			"tools[3].name", patternMsg("tools[3].name"), "invalid_value"},
+		{"70-character dotted name fails the pattern first", "/v1/responses",
+			`{"model":"m","input":"hi","tools":[{"type":"function","name":"` + dotted70 + `"}]}`,
+			"tools[0].name", patternMsg("tools[0].name"), "invalid_value"},
+		{"70-character name", "/v1/responses",
+			`{"model":"m","input":"hi","tools":[` + fn + `,` + fn + `,` + fn + `,{"type":"function","name":"` + long + `"}]}`,
+			"tools[3].name", longMsg("tools[3].name", 70), "string_above_max_length"},
+		{"empty name", "/v1/responses",
+			`{"model":"m","input":"hi","tools":[{"type":"function","name":""}]}`,
+			"tools[0].name", patternMsg("tools[0].name"), "invalid_value"},
+		{"missing name", "/v1/responses",
+			`{"model":"m","input":"hi","tools":[{"type":"function"}]}`,
+			"tools[0].name", "Missing required parameter: 'tools[0].name'.", "missing_required_parameter"},
+		{"namespace member on a function", "/v1/responses",
+			`{"model":"m","input":"hi","tools":[{"type":"function","name":"f","namespace":"n"}]}`,
+			"tools[0].namespace", "Unknown parameter: 'tools[0].namespace'.", "unknown_parameter"},
+		{"local_shell_call item", "/v1/responses",
+			`{"model":"m","input":[{"type":"message","role":"user","content":"hi"},{"type":"local_shell_call","call_id":"c","action":{"type":"exec","command":["ls"]}}]}`,
+			"input[1].type", "unknown variant `local_shell_call`, expected one of `message`, `function_call`, `function_call_output`, `reasoning`", ""},
+		{"tool_search_call item", "/v1/responses",
+			`{"model":"m","input":[{"type":"tool_search_call","call_id":"c","arguments":{}}]}`,
+			"input[0].type", "unknown variant `tool_search_call`, expected one of `message`, `function_call`, `function_call_output`, `reasoning`", ""},
+		{"namespace on a history call", "/v1/responses",
+			`{"model":"m","input":[{"type":"message","role":"user","content":"hi"},{"type":"function_call","call_id":"c","namespace":"n","name":"f","arguments":"{}"}]}`,
+			"input[1].namespace", "Unknown parameter: 'input[1].namespace'.", "unknown_parameter"},
+		{"namespace on a history output", "/v1/responses",
+			`{"model":"m","input":[{"type":"function_call_output","call_id":"c","namespace":"n","output":"x"}]}`,
+			"input[0].namespace", "Unknown parameter: 'input[0].namespace'.", "unknown_parameter"},
+		{"long name on a history call", "/v1/responses",
+			`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"` + long + `","arguments":"{}"}]}`,
+			"input[0].name", longMsg("input[0].name", 70), "string_above_max_length"},
+		{"tool_choice of a hosted tool", "/v1/responses",
+			`{"model":"m","input":"hi","tools":[` + fn + `],"tool_choice":{"type":"web_search"}}`,
+			"tool_choice.type", "unknown variant `web_search`, expected one of `none`, `auto`, `required`, `function`, `allowed_tools`", ""},
+		{"tool_choice of an undeclared function", "/v1/responses",
+			`{"model":"m","input":"hi","tools":[` + fn + `],"tool_choice":{"type":"function","name":"apply_patch"}}`,
+			"tool_choice", "Tool choice 'apply_patch' not found in 'tools' parameter.", ""},
+		{"tool_choice with a namespace", "/v1/responses",
+			`{"model":"m","input":"hi","tools":[` + fn + `],"tool_choice":{"type":"function","namespace":"n","name":"exec_command"}}`,
+			"tool_choice.namespace", "Unknown parameter: 'tool_choice.namespace'.", "unknown_parameter"},
+		{"allowed_tools with a hosted tool", "/v1/responses",
+			`{"model":"m","input":"hi","tools":[` + fn + `],"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"function","name":"exec_command"},{"type":"web_search"}]}}`,
+			"tool_choice.tools[1].type", "unknown variant `web_search`, expected `function`", ""},
+		{"chat hosted tool", "/v1/chat/completions",
+			`{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"f"}},{"type":"web_search"}]}`,
+			"tools[1].type", "unknown variant `web_search`, expected `function`", ""},
+		{"chat dotted name", "/v1/chat/completions",
+			`{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"a.b"}}]}`,
+			"tools[0].function.name", patternMsg("tools[0].function.name"), "invalid_value"},
+		{"chat long name in history", "/v1/chat/completions",
+			`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"` + long + `","arguments":"{}"}}]}]}`,
+			"messages[0].tool_calls[0].function.name", longMsg("messages[0].tool_calls[0].function.name", 70), "string_above_max_length"},
+		{"chat tool_choice dotted name", "/v1/chat/completions",
+			`{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"a.b"}}}`,
+			"tool_choice.function.name", patternMsg("tool_choice.function.name"), "invalid_value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lax := newTestDemo()
+			if rec := demoDo(t, lax, http.MethodPost, tc.path, tc.body); rec.Code != http.StatusOK {
+				t.Errorf("without Strict: %d %s, want 200", rec.Code, rec.Body)
+			}
+			d := newTestDemo()
+			d.Strict = true
+			rec := demoDo(t, d, http.MethodPost, tc.path, tc.body)
+			if rec.Code != http.StatusBadRequest {
+				t.Fatalf("status = %d, want 400; body %s", rec.Code, rec.Body)
+			}
+			if got, want := rec.Body.String(), strictErrorBody(tc.message, tc.param, tc.code); got != want {
+				t.Errorf("body:\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
+func TestStrictProviderAccepts(t *testing.T) {
+	for _, tc := range []struct{ name, path, body string }{
+		{"functions, history and a declared choice", "/v1/responses", `{"model":"m","input":[{"role":"user","content":"hi"},{"type":"message","role":"user","content":"hi"},{"type":"reasoning","summary":[]},{"type":"function_call","id":"fc_1","call_id":"c","name":"mcp__x__get-thing_2","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"x"},{"type":"additional_tools","tools":[{"type":"function","name":"g"}]}],"tools":[{"type":"function","name":"f"},{"type":"function","name":"` + strings.Repeat("a", 64) + `"}],"tool_choice":{"type":"function","name":"f"}}`},
+		{"string choices", "/v1/responses", `{"model":"m","input":"hi","tools":[{"type":"function","name":"f"}],"tool_choice":"required"}`},
+		{"allowed_tools", "/v1/responses", `{"model":"m","input":"hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"function","name":"f"}]}}`},
+		{"chat", "/v1/chat/completions", `{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"a","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newTestDemo()
+			d.Strict = true
+			if rec := demoDo(t, d, http.MethodPost, tc.path, tc.body); rec.Code != http.StatusOK {
+				t.Fatalf("status = %d, want 200; body %s", rec.Code, rec.Body)
+			}
+		})
+	}
+}
+
+// TestProviderToolPicker: with Tool set, the script calls the tool it
+// picks, under the name (and namespace) the request declared, in every
+// reply shape, and answers its output with text.
+func TestProviderToolPicker(t *testing.T) {
+	var asked []string
+	d := newTestDemo()
+	d.Tool = func(ns, name string) bool {
+		asked = append(asked, ns+"/"+name)
+		return strings.HasPrefix(name, "mcp")
+	}
+	d.CallArguments = `{"city":"Oslo"}`
+	body := `{"model":"m","input":"hi","tools":[{"type":"function","name":"apply_patch"},{"type":"namespace","name":"ns","tools":[{"type":"function","name":"mcp_x"}]},{"type":"function","name":"mcp_y"}]}`
+	rec := demoDo(t, d, http.MethodPost, "/v1/responses", body)
+	call := gjson.Get(rec.Body.String(), `output.#(type=="function_call")`)
+	if call.Get("name").String() != "mcp_x" || call.Get("namespace").String() != "ns" || call.Get("arguments").String() != `{"city":"Oslo"}` {
+		t.Fatalf("call = %s", call.Raw)
+	}
+	if want := []string{"/apply_patch", "ns/mcp_x"}; !reflect.DeepEqual(asked, want) {
+		t.Errorf("asked about %q, want %q", asked, want)
+	}
+
+	// Streamed: the added, done and completed items and the arguments.done
+	// event all carry the picked name.
+	rec = demoDo(t, d, http.MethodPost, "/v1/responses", strings.Replace(body, `"input":"hi"`, `"input":"hi","stream":true`, 1))
+	var names []string
+	var args strings.Builder
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		ev := gjson.Parse(data)
+		switch ev.Get("type").String() {
+		case "response.output_item.added", "response.output_item.done":
+			if it := ev.Get("item"); it.Get("type").String() == "function_call" {
+				names = append(names, it.Get("namespace").String()+"/"+it.Get("name").String())
+			}
+		case "response.function_call_arguments.delta":
+			args.WriteString(ev.Get("delta").String())
+		case "response.function_call_arguments.done":
+			names = append(names, ev.Get("name").String())
+		case "response.completed":
+			it := ev.Get(`response.output.#(type=="function_call")`)
+			names = append(names, it.Get("namespace").String()+"/"+it.Get("name").String())
+		}
+	}
+	if want := []string{"ns/mcp_x", "mcp_x", "ns/mcp_x", "ns/mcp_x"}; !reflect.DeepEqual(names, want) || args.String() != d.CallArguments {
+		t.Errorf("streamed names %q, args %q", names, args.String())
+	}
+
+	// Chat, and the default arguments.
+	d.CallArguments = ""
+	rec = demoDo(t, d, http.MethodPost, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"apply_patch"}},{"type":"function","function":{"name":"mcp_z"}}]}`)
+	tc := gjson.Get(rec.Body.String(), "choices.0.message.tool_calls.0.function")
+	if tc.Get("name").String() != "mcp_z" || tc.Get("arguments").String() != "{}" {
+		t.Errorf("chat call = %s", rec.Body)
+	}
+
+	// The output of the call is answered with text.
+	rec = demoDo(t, d, http.MethodPost, "/v1/responses", `{"model":"m","input":[{"type":"function_call","call_id":"c","name":"mcp_x","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"x"}],"tools":[{"type":"function","name":"mcp_x"}]}`)
+	if gjson.Get(rec.Body.String(), `output.#(type=="function_call")`).Exists() {
+		t.Errorf("called again after the output: %s", rec.Body)
+	}
+}
