@@ -537,6 +537,10 @@ type customArgs struct {
 	out  []byte
 	dec  *streambuf.ArgsDecoder
 	norm *patchfmt.Normalizer
+	// sent is every byte Delta returned: when the complete arguments are
+	// the ones streamed, it is the input, and Finish need not decode and
+	// normalise the call a second time.
+	sent []byte
 }
 
 func (c *customArgs) Delta(frag []byte) ([]byte, error) {
@@ -550,6 +554,7 @@ func (c *customArgs) Delta(frag []byte) ([]byte, error) {
 		c.out = append(c.out[:0], c.norm.Write(string(text))...)
 		text = c.out
 	}
+	c.sent = append(c.sent, text...)
 	return text, nil
 }
 
@@ -571,7 +576,16 @@ func (c *customArgs) Release() {
 const maxPooledDecoder = 1 << 20
 
 func (c *customArgs) Finish(raw []byte) []byte {
-	in := finalInput(c.id, raw)
+	var in []byte
+	if c.streamedWhole(raw) {
+		in = c.sent
+		if c.norm != nil {
+			in = append(in, c.norm.Finish()...)
+		}
+		c.sent = nil
+	} else {
+		in = finalInput(c.id, raw)
+	}
 	if c.id.name == "apply_patch" && c.rec.firstCheck(in) {
 		// Normalising repairs what models habitually get wrong; what it
 		// cannot repair still goes to the client, whose apply_patch reports
@@ -582,6 +596,14 @@ func (c *customArgs) Finish(raw []byte) []byte {
 		}
 	}
 	return in
+}
+
+// streamedWhole reports whether raw, the complete arguments, are exactly
+// the ones streamed and their "input" string was decoded to its end: what
+// Delta returned is then the whole input, as finalInput would find it.
+func (c *customArgs) streamedWhole(raw []byte) bool {
+	d := c.dec
+	return d != nil && len(raw) > 0 && d.InputComplete() && !d.Failed() && bytes.Equal(raw, d.Raw()) && jsonspan.Valid(bytes.TrimSpace(raw))
 }
 
 // unwrapArgs recovers the custom input from function arguments. An object
