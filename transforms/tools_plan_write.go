@@ -2,6 +2,7 @@ package transforms
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
@@ -318,23 +319,26 @@ func (p *toolPlan) planChoice() (func(), error) {
 func (p *toolPlan) planAllowed(top *ToolNode, entries []*ToolNode, modes map[string]bool, state string, chat bool) (func(), error) {
 	doc := p.w.Doc
 	var keys []codecKey
+	var unsent []string
 	for _, e := range entries {
 		k, ok := p.choiceTarget(e)
 		if !ok {
 			if p.t.action(e.Type) == actNative {
 				continue
 			}
+			unsent = append(unsent, e.Type)
 			p.x.Decide(e.Type, "drop", "allowed_tools names a tool type the upstream does not have")
 			continue
 		}
 		if _, dropped := p.dropped[k]; dropped || !p.declared[k] {
+			unsent = append(unsent, clashName(k))
 			p.x.Decide(k.String(), "drop", "allowed_tools names a tool that is not sent")
 			continue
 		}
 		keys = append(keys, k)
 	}
 	if len(keys) == 0 {
-		return nil, planError("unsupported_tool_choice", "tool_choice", "none of the tools tool_choice allows can be sent to the upstream (tools_plan profile %s)", p.t.Profile)
+		return nil, planError("unsupported_tool_choice", "tool_choice", "none of the tools tool_choice allows can be sent to the upstream (tools_plan profile %s): %s", p.t.Profile, strings.Join(unsent, ", "))
 	}
 	mode := "auto"
 	if sp := p.allowedMode(top); sp.Start >= 0 {
