@@ -1084,3 +1084,113 @@ func TestToolsPlanResponseEchoesClientTools(t *testing.T) {
 		}
 	}
 }
+
+// Upstreams whose finished items leave the arguments out, or empty, after
+// streaming them whole: the built-in call is built from the arguments the
+// stream carried, as a function call's text is, and response.completed
+// carries the item the stream delivered.
+func TestToolsPlanStreamItemsWithoutArguments(t *testing.T) {
+	const ls = `{"type":"local_shell_call","id":"fc_1","call_id":"c1","status":"completed","action":{"type":"exec","command":["ls"],"env":{}}}`
+	for _, tc := range []struct{ name, up, want string }{
+		{
+			name: "no arguments member",
+			up: sse(
+				`{"type":"response.output_item.added","sequence_number":0,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"in_progress","call_id":"c1","name":"local_shell"}}`,
+				`{"type":"response.function_call_arguments.delta","sequence_number":1,"item_id":"fc_1","output_index":0,"delta":"{\"command\":[\"ls\"]}"}`,
+				`{"type":"response.output_item.done","sequence_number":2,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"completed","call_id":"c1","name":"local_shell"}}`,
+				`{"type":"response.completed","sequence_number":3,"response":{"id":"r","output":[{"id":"fc_1","type":"function_call","status":"completed","call_id":"c1","name":"local_shell"}]}}`),
+			want: "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":0,\"output_index\":0,\"item\":" + ls + "}\n\n" +
+				"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"sequence_number\":1,\"output_index\":0,\"item\":" + ls + "}\n\n" +
+				"event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":2,\"response\":{\"id\":\"r\",\"output\":[" + ls + "]}}\n\n",
+		},
+		{
+			name: "empty arguments after a done event",
+			up: sse(
+				`{"type":"response.output_item.added","sequence_number":0,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"in_progress","arguments":"","call_id":"c1","name":"local_shell"}}`,
+				`{"type":"response.function_call_arguments.delta","sequence_number":1,"item_id":"fc_1","output_index":0,"delta":"{\"command\":[\"ls\"]}"}`,
+				`{"type":"response.function_call_arguments.done","sequence_number":2,"item_id":"fc_1","output_index":0,"arguments":"{\"command\":[\"ls\"]}"}`,
+				`{"type":"response.output_item.done","sequence_number":3,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"completed","arguments":"","call_id":"c1","name":"local_shell"}}`),
+			want: "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":0,\"output_index\":0,\"item\":" + ls + "}\n\n" +
+				"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"sequence_number\":1,\"output_index\":0,\"item\":" + ls + "}\n\n",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := streamCase(t, planRules, planBuiltinRequest, tc.up)
+			if got != tc.want {
+				t.Fatalf("stream mismatch\n--- got\n%s\n--- want\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+// With native namespaces only the name is encoded: the upstream's call in
+// the namespace comes back under the original name, JSON and stream.
+func TestToolsPlanNativeNamespaceRestoresName(t *testing.T) {
+	const rules = `[{"transform":"tools_plan","config":{"profile":"function_only","namespaces":"native"}}]`
+	c := chainOf(t, rules)
+	x := begin(t, c, ProtocolResponses, []byte(planBuiltinRequest))
+	upReq, err := x.RewriteRequest([]byte(planBuiltinRequest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent struct {
+		Tools []struct {
+			Type, Name string
+			Tools      []struct{ Name string }
+		}
+	}
+	if err := json.Unmarshal(upReq, &sent); err != nil {
+		t.Fatal(err)
+	}
+	var up string
+	for _, tl := range sent.Tools {
+		if tl.Type == "namespace" && tl.Name == "mcp__github" && len(tl.Tools) == 1 {
+			up = tl.Tools[0].Name
+		}
+	}
+	if up == "" || up == planLongName || len(up) > 64 {
+		t.Fatalf("namespace upstream: %s", upReq)
+	}
+	call := `{"id":"fc_1","type":"function_call","status":"completed","arguments":"{}","call_id":"c1","name":"` + up + `","namespace":"mcp__github"}`
+	want := `{"id":"fc_1","type":"function_call","status":"completed","arguments":"{}","call_id":"c1","name":"` + planLongName + `","namespace":"mcp__github"}`
+	out, err := x.RewriteResponse([]byte(`{"output":[` + call + `]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, out, `{"output":[`+want+`]}`)
+
+	added := strings.Replace(strings.Replace(call, `"completed"`, `"in_progress"`, 1), `"{}"`, `""`, 1)
+	stream := sse(`{"type":"response.output_item.added","sequence_number":0,"output_index":0,"item":`+added+`}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":1,"item_id":"fc_1","output_index":0,"delta":"{}"}`,
+		`{"type":"response.output_item.done","sequence_number":2,"output_index":0,"item":`+call+`}`)
+	got := streamCase(t, rules, planBuiltinRequest, stream)
+	items := doneItems(sdkEvents(t, got))
+	if len(items) != 1 || items[0].AsFunctionCall().Name != planLongName || items[0].AsFunctionCall().Namespace != "mcp__github" {
+		t.Fatalf("stream:\n%s", got)
+	}
+	if strings.Contains(got, up) {
+		t.Fatalf("the upstream name leaked:\n%s", got)
+	}
+}
+
+// Rounds: one exchange may take several upstream responses, each restored
+// on its own, JSON and stream.
+func TestToolsPlanRestoresEveryRound(t *testing.T) {
+	x := planExchange(t, planRules, planBuiltinRequest)
+	item := `{"type":"apply_patch_call","id":"fc_1","call_id":"c1","status":"completed","operation":{"type":"delete_file","path":"a"}}`
+	call := upFC("fc_1", "c1", "apply_patch", `{"operation":{"type":"delete_file","path":"a"}}`)
+	for round := 0; round < 2; round++ {
+		out, err := x.RewriteResponse([]byte(`{"output":[` + call + `]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		jsonEqual(t, out, `{"output":[`+item+`]}`)
+		got := replay(t, x, sse(fnCallStream(0, 0, "fc_1", "c1", "apply_patch", `{"operation":{"type":"delete_file","path":"a"}}`, 6, true)...), 7)
+		if items := doneItems(sdkEvents(t, got)); len(items) != 1 || items[0].AsApplyPatchCall().Operation.Path != "a" {
+			t.Fatalf("round %d stream:\n%s", round, got)
+		}
+	}
+	if x.Restored != 4 {
+		t.Fatalf("restored = %d, want 4", x.Restored)
+	}
+}
