@@ -93,6 +93,8 @@ type trackedCall struct {
 	args []byte
 	// relay: a later stage of the rule restores and counts the call.
 	relay bool
+	// built: final is the whole client item of a built-in call.
+	built bool
 }
 
 func newResponsesCalls(x *Exchange, p CallPolicy) *responsesCalls {
@@ -589,11 +591,14 @@ func (s *responsesCalls) complete(c *trackedCall, d []byte, item jsonspan.Span, 
 // and done events, whose added event was held back. Arguments that do not
 // fit the item go out as a function_call, with its argument events.
 func (s *responsesCalls) finishItem(c *trackedCall, d []byte, item jsonspan.Span, emit Emit) error {
+	// The finished item's arguments, else the done event's, else those
+	// streamed: upstreams have been seen to send an empty string in the
+	// finished item after complete deltas.
 	raw := itemArgs(d, item)
-	if raw == nil {
+	if len(raw) == 0 {
 		raw = c.args
 	}
-	if raw == nil {
+	if len(raw) == 0 {
 		raw = c.h.Raw()
 	}
 	if lim := s.x.Limits.MaxCallBuffer; lim > 0 && len(raw) > lim {
@@ -618,7 +623,7 @@ func (s *responsesCalls) finishItem(c *trackedCall, d []byte, item jsonspan.Span
 		}
 		return emit(s.itemEvent(d, "response.output_item.done", c.outputIndex, clientItem(nil, d, item, c.client, c.final)))
 	}
-	c.final = built
+	c.final, c.built = built, true
 	s.close(c, true)
 	if !c.relay {
 		s.x.Restored++
@@ -654,7 +659,7 @@ func (s *responsesCalls) responseEvent(ev *Event, d []byte, emit Emit, terminalF
 			return err
 		}
 	}
-	done := func(callID, itemID string, pos int) ([]byte, bool) {
+	done := func(callID, itemID string, pos int) (*trackedCall, bool) {
 		// The ids first: a position is only as good as the upstream's
 		// numbering.
 		for _, k := range []callKey{{byCallID, callID}, {byItemID, itemID}, {byOutputIndex, strconv.Itoa(pos)}} {
@@ -662,10 +667,7 @@ func (s *responsesCalls) responseEvent(ev *Event, d []byte, emit Emit, terminalF
 				continue
 			}
 			if c, ok := s.closed[k]; ok {
-				if c == nil {
-					return nil, false
-				}
-				return c.final, true
+				return c, c != nil
 			}
 		}
 		return nil, false
@@ -733,7 +735,7 @@ func (s *responsesCalls) itemEvent(src []byte, typ string, outputIndex, item []b
 // Responses object at obj. On a stream, done tells the calls the stream
 // completed, by call id, output position and item id; with onlyDone, calls
 // the stream did not complete stay as they are.
-func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, done func(callID, itemID string, pos int) ([]byte, bool), onlyDone bool) []jsonspan.Edit {
+func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, done func(callID, itemID string, pos int) (*trackedCall, bool), onlyDone bool) []jsonspan.Edit {
 	out := jsonspan.Lookup(doc, obj.Start, "output")
 	if out.Start < 0 {
 		return nil
@@ -746,7 +748,7 @@ func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, don
 		if !ok {
 			return true
 		}
-		var text []byte
+		var delivered *trackedCall
 		if done == nil {
 			countRestored(x, h)
 			x.Decide(client.String(), "restore_call", "function call to restore")
@@ -756,9 +758,20 @@ func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, don
 			itemID, _ := jsonspan.StringValue(doc, g[0])
 			callID, _ := jsonspan.StringValue(doc, g[1])
 			var completed bool
-			if text, completed = done(callID, itemID, pos); !completed && onlyDone {
+			if delivered, completed = done(callID, itemID, pos); !completed && onlyDone {
 				return true // never build a call the stream did not complete
 			}
+		}
+		if c := delivered; c != nil && c.final != nil {
+			// What the stream delivered, whatever this copy of the item
+			// carries.
+			releaseCall(h)
+			repl := c.final
+			if !c.built {
+				repl = clientItem(nil, doc, el, c.client, c.final)
+			}
+			edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: repl})
+			return true
 		}
 		if ib, ok := h.(ItemBuilder); ok {
 			// Built again from the item's own arguments: the same
@@ -773,9 +786,7 @@ func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, don
 			edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: built})
 			return true
 		}
-		if text == nil {
-			text = h.Finish(itemArgs(doc, el))
-		}
+		text := h.Finish(itemArgs(doc, el))
 		releaseCall(h)
 		edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: clientItem(nil, doc, el, client, text)})
 		return true
