@@ -623,12 +623,15 @@ func (s *responsesCalls) finishItem(c *trackedCall, d []byte, item jsonspan.Span
 		}
 		return emit(s.itemEvent(d, "response.output_item.done", c.outputIndex, clientItem(nil, d, item, c.client, c.final)))
 	}
+	ref := itemRef(d, item)
+	ref.Status = "in_progress"
+	added, _ := c.item.BuildItem(nil, raw, ref)
 	c.final, c.built = built, true
 	s.close(c, true)
 	if !c.relay {
 		s.x.Restored++
 	}
-	if err := emit(s.itemEvent(d, "response.output_item.added", c.outputIndex, built)); err != nil {
+	if err := emit(s.itemEvent(d, "response.output_item.added", c.outputIndex, added)); err != nil {
 		return err
 	}
 	return emit(s.itemEvent(d, "response.output_item.done", c.outputIndex, built))

@@ -323,7 +323,10 @@ func (p *toolPlan) planDefinitions() error {
 					continue
 				}
 				if typ == "shell" {
-					if env := jsonspan.Lookup(w.Doc, n.Start, "environment"); env.Start >= 0 && w.Doc[env.Start] == '{' {
+					// A client runs a degraded shell itself: only an
+					// environment a shell_call can name is kept.
+					if env := jsonspan.Lookup(w.Doc, n.Start, "environment"); env.Start >= 0 && w.Doc[env.Start] == '{' &&
+						(jsonspan.IsString(w.Doc, jsonspan.Lookup(w.Doc, env.Start, "type"), "local") || jsonspan.IsString(w.Doc, jsonspan.Lookup(w.Doc, env.Start, "type"), "container_reference")) {
 						p.rec.shellEnv = append([]byte(nil), w.Doc[env.Start:env.End]...)
 					}
 				}
