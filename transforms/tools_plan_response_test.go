@@ -345,13 +345,14 @@ func TestToolsPlanStreamGolden(t *testing.T) {
 		`{"type":"response.completed","sequence_number":16,"response":{"id":"resp_1","status":"completed","output":[{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Let me look.","annotations":[]}]},`+lsItem("completed", lsArgs)+`,`+nsItem("completed", nsArgs)+`],"usage":{"input_tokens":3,"output_tokens":4,"total_tokens":7}}}`,
 	)
 	const ls = `{"type":"local_shell_call","id":"fc_ls","call_id":"call_ls","status":"completed","action":{"type":"exec","command":["ls","-la"],"env":{"TERM":"xterm"}}}`
+	const lsAdded = `{"type":"local_shell_call","id":"fc_ls","call_id":"call_ls","status":"in_progress","action":{"type":"exec","command":["ls","-la"],"env":{"TERM":"xterm"}}}`
 	ns := `{"id":"fc_ns","type":"function_call","status":"completed","arguments":"{\"body\":\"LGTM\"}","call_id":"call_ns","name":"` + planLongName + `","namespace":"mcp__github"}`
 	want := "" +
 		"event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"output\":[]}}\n\n" +
 		"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":1,\"output_index\":0,\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"status\":\"in_progress\",\"role\":\"assistant\",\"content\":[]}}\n\n" +
 		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":2,\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"Let me \",\"logprobs\":[],\"obfuscation\":\"ab\"}\n\n" +
 		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":3,\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"look.\",\"logprobs\":[],\"obfuscation\":\"cd\"}\n\n" +
-		"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":4,\"output_index\":1,\"item\":" + ls + "}\n\n" +
+		"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":4,\"output_index\":1,\"item\":" + lsAdded + "}\n\n" +
 		"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"sequence_number\":5,\"output_index\":1,\"item\":" + ls + "}\n\n" +
 		"event: response.output_text.done\ndata: {\"type\":\"response.output_text.done\",\"sequence_number\":6,\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"text\":\"Let me look.\",\"logprobs\":[]}\n\n" +
 		"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"sequence_number\":7,\"output_index\":0,\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"status\":\"completed\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":\"Let me look.\",\"annotations\":[]}]}}\n\n" +
@@ -410,6 +411,17 @@ var planBuiltinCalls = []struct{ tool, args, item string }{
 		`{"type":"tool_search_call","id":"fc_1","call_id":"call_1","status":"completed","execution":"client","arguments":{"query":"create a pull request"}}`},
 }
 
+// announced is a restored built-in item as its output_item.added event
+// carries it: the same item, in progress.
+func announced(t *testing.T, item string) string {
+	t.Helper()
+	const done, open = `"status":"completed"`, `"status":"in_progress"`
+	if strings.Count(item, done) != 1 {
+		t.Fatalf("item without one completed status: %s", item)
+	}
+	return strings.Replace(item, done, open, 1)
+}
+
 // checkSDKItem asserts what the SDK reads of a restored built-in item.
 func checkSDKItem(t *testing.T, it responses.ResponseOutputItemUnion, want string) {
 	t.Helper()
@@ -453,7 +465,8 @@ func checkSDKItem(t *testing.T, it responses.ResponseOutputItemUnion, want strin
 
 // Each built-in call streamed in small pieces (escapes and multi-byte runes
 // split), with and without its arguments done event, comes out as its added
-// and done events only, each carrying the whole item.
+// and done events only, each carrying the whole item, announced in
+// progress and done with the upstream's status.
 func TestToolsPlanStreamEachBuiltinItem(t *testing.T) {
 	for _, tc := range planBuiltinCalls {
 		for _, withDone := range []bool{true, false} {
@@ -464,7 +477,7 @@ func TestToolsPlanStreamEachBuiltinItem(t *testing.T) {
 				got := streamCase(t, planRules, planBuiltinRequest, sse(up...))
 				want := "" +
 					"event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"r\",\"output\":[]}}\n\n" +
-					"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":1,\"output_index\":0,\"item\":" + tc.item + "}\n\n" +
+					"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":1,\"output_index\":0,\"item\":" + announced(t, tc.item) + "}\n\n" +
 					"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"sequence_number\":2,\"output_index\":0,\"item\":" + tc.item + "}\n\n" +
 					"event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":3,\"response\":{\"id\":\"r\",\"status\":\"completed\",\"output\":[" + tc.item + "]}}\n\n"
 				if got != want {
@@ -602,15 +615,17 @@ func TestToolsPlanStreamCompletedDeliversCalls(t *testing.T) {
 	got := streamCase(t, planRules, planBuiltinRequest, sse(up...))
 	ts := `{"type":"tool_search_call","id":"fc_ts","call_id":"call_ts","status":"completed","execution":"client","arguments":{"query":"issues"}}`
 	ap := `{"type":"apply_patch_call","id":"fc_ap","call_id":"call_ap","status":"completed","operation":{"type":"update_file","path":"x","diff":"@@\n-a\n+b\n"}}`
+	tsAdded := `{"type":"tool_search_call","id":"fc_ts","call_id":"call_ts","status":"in_progress","execution":"client","arguments":{"query":"issues"}}`
+	apAdded := `{"type":"apply_patch_call","id":"fc_ap","call_id":"call_ap","status":"in_progress","operation":{"type":"update_file","path":"x","diff":"@@\n-a\n+b\n"}}`
 	ns := `{"id":"fc_ns","type":"function_call","status":"completed","arguments":"{\"body\":\"hi\"}","call_id":"call_ns","name":"` + planLongName + `","namespace":"mcp__github"}`
 	bad := upFC("fc_bad", "call_bad", "shell", `bun test`)
 	ev := func(seq int, typ, rest string) string {
 		return "event: " + typ + "\ndata: {\"type\":\"" + typ + "\",\"sequence_number\":" + itoa(seq) + rest + "}\n\n"
 	}
 	want := ev(0, "response.created", `,"response":{"id":"r","output":[]}`) +
-		ev(1, "response.output_item.added", `,"output_index":0,"item":`+ts) +
+		ev(1, "response.output_item.added", `,"output_index":0,"item":`+tsAdded) +
 		ev(2, "response.output_item.done", `,"output_index":0,"item":`+ts) +
-		ev(3, "response.output_item.added", `,"output_index":1,"item":`+ap) +
+		ev(3, "response.output_item.added", `,"output_index":1,"item":`+apAdded) +
 		ev(4, "response.output_item.done", `,"output_index":1,"item":`+ap) +
 		ev(5, "response.output_item.added", `,"output_index":2,"item":{"id":"fc_ns","type":"function_call","status":"completed","arguments":"","call_id":"call_ns","name":"`+planLongName+`","namespace":"mcp__github"}`) +
 		ev(6, "response.function_call_arguments.delta", `,"item_id":"fc_ns","output_index":2,"delta":"{\"body\":\"hi\"}"`) +
@@ -968,10 +983,12 @@ func TestToolsPlanStreamInterleavedBuiltinCalls(t *testing.T) {
 	got := streamCase(t, planRules, planBuiltinRequest, up)
 	ap := `{"type":"apply_patch_call","id":"fc_b","call_id":"call_b","status":"completed","operation":{"type":"delete_file","path":"x"}}`
 	sh := `{"type":"shell_call","id":"fc_a","call_id":"call_a","status":"completed","action":{"commands":["ls"],"timeout_ms":null,"max_output_length":null},"environment":{"type":"local"}}`
+	apAdded := `{"type":"apply_patch_call","id":"fc_b","call_id":"call_b","status":"in_progress","operation":{"type":"delete_file","path":"x"}}`
+	shAdded := `{"type":"shell_call","id":"fc_a","call_id":"call_a","status":"in_progress","action":{"commands":["ls"],"timeout_ms":null,"max_output_length":null},"environment":{"type":"local"}}`
 	want := ": keep-alive\n\n" +
-		data(`{"type":"response.output_item.added","sequence_number":0,"output_index":1,"item":`+ap+`}`) +
+		data(`{"type":"response.output_item.added","sequence_number":0,"output_index":1,"item":`+apAdded+`}`) +
 		data(`{"type":"response.output_item.done","sequence_number":1,"output_index":1,"item":`+ap+`}`) +
-		data(`{"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":`+sh+`}`) +
+		data(`{"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":`+shAdded+`}`) +
 		data(`{"type":"response.output_item.done","sequence_number":3,"output_index":0,"item":`+sh+`}`)
 	if got != want {
 		t.Fatalf("stream mismatch\n--- got\n%s\n--- want\n%s", got, want)
@@ -1091,6 +1108,7 @@ func TestToolsPlanResponseEchoesClientTools(t *testing.T) {
 // carries the item the stream delivered.
 func TestToolsPlanStreamItemsWithoutArguments(t *testing.T) {
 	const ls = `{"type":"local_shell_call","id":"fc_1","call_id":"c1","status":"completed","action":{"type":"exec","command":["ls"],"env":{}}}`
+	const lsAdded = `{"type":"local_shell_call","id":"fc_1","call_id":"c1","status":"in_progress","action":{"type":"exec","command":["ls"],"env":{}}}`
 	for _, tc := range []struct{ name, up, want string }{
 		{
 			name: "no arguments member",
@@ -1099,7 +1117,7 @@ func TestToolsPlanStreamItemsWithoutArguments(t *testing.T) {
 				`{"type":"response.function_call_arguments.delta","sequence_number":1,"item_id":"fc_1","output_index":0,"delta":"{\"command\":[\"ls\"]}"}`,
 				`{"type":"response.output_item.done","sequence_number":2,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"completed","call_id":"c1","name":"local_shell"}}`,
 				`{"type":"response.completed","sequence_number":3,"response":{"id":"r","output":[{"id":"fc_1","type":"function_call","status":"completed","call_id":"c1","name":"local_shell"}]}}`),
-			want: "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":0,\"output_index\":0,\"item\":" + ls + "}\n\n" +
+			want: "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":0,\"output_index\":0,\"item\":" + lsAdded + "}\n\n" +
 				"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"sequence_number\":1,\"output_index\":0,\"item\":" + ls + "}\n\n" +
 				"event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":2,\"response\":{\"id\":\"r\",\"output\":[" + ls + "]}}\n\n",
 		},
@@ -1110,7 +1128,7 @@ func TestToolsPlanStreamItemsWithoutArguments(t *testing.T) {
 				`{"type":"response.function_call_arguments.delta","sequence_number":1,"item_id":"fc_1","output_index":0,"delta":"{\"command\":[\"ls\"]}"}`,
 				`{"type":"response.function_call_arguments.done","sequence_number":2,"item_id":"fc_1","output_index":0,"arguments":"{\"command\":[\"ls\"]}"}`,
 				`{"type":"response.output_item.done","sequence_number":3,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"completed","arguments":"","call_id":"c1","name":"local_shell"}}`),
-			want: "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":0,\"output_index\":0,\"item\":" + ls + "}\n\n" +
+			want: "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":0,\"output_index\":0,\"item\":" + lsAdded + "}\n\n" +
 				"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"sequence_number\":1,\"output_index\":0,\"item\":" + ls + "}\n\n",
 		},
 	} {
