@@ -5,7 +5,9 @@ import (
 	"encoding/base32"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -252,20 +254,34 @@ func (c *nameCodec) resolve() *nameClash {
 		}
 		c.names[cd.k] = name
 	}
-	// Deterministic report: the clash found first in sorted order.
+	// A deterministic report: of every pair sharing a name, the two
+	// identities that sort first.
 	var clash *nameClash
+	less := func(a, b nameClash) bool {
+		if a.a.hashKey() != b.a.hashKey() {
+			return a.a.hashKey() < b.a.hashKey()
+		}
+		return a.b.hashKey() < b.b.hashKey()
+	}
+	var shared map[string][]codecKey
 	for k, name := range c.names {
 		if other, ok := c.by[name]; ok {
-			a, b := other, k
-			if b.hashKey() < a.hashKey() {
-				a, b = b, a
+			if shared == nil {
+				shared = map[string][]codecKey{}
 			}
-			if clash == nil || a.hashKey() < clash.a.hashKey() {
-				clash = &nameClash{a, b, name}
+			if shared[name] == nil {
+				shared[name] = []codecKey{other}
 			}
+			shared[name] = append(shared[name], k)
 			continue
 		}
 		c.by[name] = k
+	}
+	for name, keys := range shared {
+		slices.SortFunc(keys, func(a, b codecKey) int { return strings.Compare(a.hashKey(), b.hashKey()) })
+		if cand := (nameClash{keys[0], keys[1], name}); clash == nil || less(cand, *clash) {
+			clash = &cand
+		}
 	}
 	return clash
 }

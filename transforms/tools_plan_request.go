@@ -77,8 +77,10 @@ type toolPlan struct {
 	dropped  map[codecKey]string // identity -> why it was dropped
 	loaded   []loadedTool        // tool_search_output definitions to append
 	only     map[codecKey]bool   // a named choice imitated: only these tools
-	search   bool                // a client tool_search is degraded here
-	count    int                 // definitions the upstream gets
+	// onlyTypes are the native tool types an imitated allowed_tools keeps.
+	onlyTypes map[string]bool
+	search    bool // a client tool_search is degraded here
+	count     int  // definitions the upstream gets
 }
 
 // loadedTool is a definition a tool_search_output in the history loaded.

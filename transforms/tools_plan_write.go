@@ -79,9 +79,13 @@ func (p *toolPlan) entries(out []byte, base int, list []int) ([]byte, bool) {
 			out = append(out, doc[n.Start:n.End]...)
 			continue
 		}
-		if p.only != nil && d.client.typ != "" && !p.only[d.client] {
+		if p.only != nil && p.notChosen(n, d) {
 			if d.action != "drop" {
-				p.x.Decide(d.client.String(), "drop", "tool_choice names another tool, imitated by sending only that one")
+				name := d.client.String()
+				if d.client.typ == "" {
+					name = n.Type
+				}
+				p.x.Decide(name, "drop", "tool_choice names another tool, imitated by sending only that one")
 			}
 			changed = true
 			continue
@@ -119,14 +123,25 @@ func (p *toolPlan) entries(out []byte, base int, list []int) ([]byte, bool) {
 			}
 			children := p.children(i)
 			c, ch := p.entries(nil, 0, children)
+			if len(c) == 0 && len(children) > 0 {
+				// Every tool of it stays back: a namespace without tools
+				// is not sent.
+				p.x.Decide(n.Name, "drop", "none of its tools is sent")
+				changed = true
+				continue
+			}
 			out = p.sep(out, base)
-			if !ch {
+			stripDefer := d.deferred && p.t.action("tool_search") != actNative
+			if !ch && !stripDefer {
 				out = append(out, doc[n.Start:n.End]...)
 				continue
 			}
 			changed = true
 			ow := jsonspan.NewObj(out)
 			jsonspan.EachMember(doc, n.Start, func(m jsonspan.Member) bool {
+				if stripDefer && m.KeyIs(doc, "defer_loading") {
+					return true
+				}
 				if m.KeyIs(doc, "tools") {
 					ow.Key("tools")
 					ow.B = append(ow.B, '[')
@@ -141,6 +156,18 @@ func (p *toolPlan) entries(out []byte, base int, list []int) ([]byte, bool) {
 		}
 	}
 	return out, changed
+}
+
+// notChosen reports a definition an imitated choice leaves out: tools are
+// chosen by identity, native hosted tools by type.
+func (p *toolPlan) notChosen(n *ToolNode, d *defDecision) bool {
+	switch {
+	case d.client.typ != "":
+		return !p.only[d.client]
+	case d.action == "keep" && n.Type != "namespace":
+		return !p.onlyTypes[n.Type]
+	}
+	return false
 }
 
 // children lists the direct definitions of the namespace at node i.
@@ -193,14 +220,33 @@ func (p *toolPlan) function(out, doc []byte, obj jsonspan.Span, k codecKey, chat
 
 // degraded writes the function that stands in for a built-in tool.
 func (p *toolPlan) degraded(out []byte, n *ToolNode, k codecKey) []byte {
-	doc := p.w.Doc
 	ow := jsonspan.NewObj(out)
 	ow.Key("type")
 	ow.B = append(ow.B, `"function"`...)
+	if p.w.Protocol == ProtocolChat {
+		// Chat nests the function under its type.
+		ow.Key("function")
+		fw := jsonspan.NewObj(ow.B)
+		p.degradedBody(&fw, n, k)
+		ow.B = fw.Close()
+		return ow.Close()
+	}
+	p.degradedBody(&ow, n, k)
+	return ow.Close()
+}
+
+// degradedBody writes the name, description, parameters and strict of a
+// degraded built-in.
+func (p *toolPlan) degradedBody(ow *jsonspan.ObjWriter, n *ToolNode, k codecKey) {
+	doc := p.w.Doc
+	obj := n.Start
+	if n.InnerStart >= 0 {
+		obj = n.InnerStart
+	}
 	ow.Key("name")
 	ow.B = jsonspan.AppendStringStr(ow.B, p.codec.name(k))
 	var f [2]jsonspan.Span
-	jsonspan.ObjectFields(doc, n.Start, []string{"description", "parameters"}, f[:])
+	jsonspan.ObjectFields(doc, obj, []string{"description", "parameters"}, f[:])
 	desc, schema := builtinSchema(k.typ)
 	ow.Key("description")
 	if d, ok := jsonspan.StringValue(doc, f[0]); ok && d != "" && k.typ == "tool_search" {
@@ -216,7 +262,6 @@ func (p *toolPlan) degraded(out []byte, n *ToolNode, k codecKey) []byte {
 	}
 	ow.Key("strict")
 	ow.B = append(ow.B, "false"...)
-	return ow.Close()
 }
 
 // --- tool_choice ---------------------------------------------------------------
@@ -299,7 +344,7 @@ func (p *toolPlan) planChoice() (func(), error) {
 		if up == top.Name && top.Type == "function" && (k.ns == "" || p.t.Namespaces == "native") {
 			return nil, nil
 		}
-		return replace(namedChoice(up, chat)), nil
+		return replace(p.namedChoice(k, chat)), nil
 	}
 	p.only = map[codecKey]bool{k: true}
 	switch {
@@ -319,11 +364,20 @@ func (p *toolPlan) planChoice() (func(), error) {
 func (p *toolPlan) planAllowed(top *ToolNode, entries []*ToolNode, modes map[string]bool, state string, chat bool) (func(), error) {
 	doc := p.w.Doc
 	var keys []codecKey
+	var native int
+	var sel [][]byte // the entries the upstream gets, in order
 	var unsent []string
 	for _, e := range entries {
 		k, ok := p.choiceTarget(e)
 		if !ok {
 			if p.t.action(e.Type) == actNative {
+				// A native tool's selector stays as it is.
+				sel = append(sel, doc[e.Start:e.End])
+				native++
+				if p.onlyTypes == nil {
+					p.onlyTypes = map[string]bool{}
+				}
+				p.onlyTypes[e.Type] = true
 				continue
 			}
 			unsent = append(unsent, e.Type)
@@ -336,8 +390,9 @@ func (p *toolPlan) planAllowed(top *ToolNode, entries []*ToolNode, modes map[str
 			continue
 		}
 		keys = append(keys, k)
+		sel = append(sel, []byte(p.namedChoice(k, chat)))
 	}
-	if len(keys) == 0 {
+	if len(keys) == 0 && native == 0 {
 		return nil, planError("unsupported_tool_choice", "tool_choice", "none of the tools tool_choice allows can be sent to the upstream (tools_plan profile %s): %s", p.t.Profile, strings.Join(unsent, ", "))
 	}
 	mode := "auto"
@@ -353,11 +408,11 @@ func (p *toolPlan) planAllowed(top *ToolNode, entries []*ToolNode, modes map[str
 			b = append(b, `"mode":`...)
 			b = jsonspan.AppendStringStr(b, mode)
 			b = append(b, `,"tools":[`...)
-			for i, k := range keys {
+			for i, e := range sel {
 				if i > 0 {
 					b = append(b, ',')
 				}
-				b = append(b, namedChoice(p.codec.name(k), chat)...)
+				b = append(b, e...)
 			}
 			b = append(b, ']', '}')
 			if chat {
@@ -412,10 +467,15 @@ func (p *toolPlan) choiceTarget(n *ToolNode) (codecKey, bool) {
 	return codecKey{}, false
 }
 
-func namedChoice(name string, chat bool) string {
-	q := string(jsonspan.AppendStringStr(nil, name))
+// namedChoice is a selector of one planned tool, in its namespace when the
+// upstream keeps namespaces.
+func (p *toolPlan) namedChoice(k codecKey, chat bool) string {
+	q := string(jsonspan.AppendStringStr(nil, p.codec.name(k)))
 	if chat {
 		return `{"type":"function","function":{"name":` + q + `}}`
+	}
+	if k.ns != "" && p.t.Namespaces == "native" {
+		return `{"type":"function","namespace":` + string(jsonspan.AppendStringStr(nil, k.ns)) + `,"name":` + q + `}`
 	}
 	return `{"type":"function","name":` + q + `}`
 }
