@@ -31,15 +31,6 @@ func builtinName(typ string) string {
 	return typ
 }
 
-// callItemType is the Responses item type of a built-in tool's calls.
-func callItemType(typ string) string {
-	switch typ {
-	case "computer", "computer_use_preview":
-		return "computer_call"
-	}
-	return typ + "_call"
-}
-
 // builtinOfItem returns the built-in tool type of a history item type
 // (local_shell_call_output -> local_shell), or "".
 func builtinOfItem(itemType string) string {
