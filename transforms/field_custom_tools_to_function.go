@@ -583,6 +583,11 @@ func (c *customArgs) Finish(raw []byte) []byte {
 			in = append(in, c.norm.Finish()...)
 		}
 		c.sent = nil
+		if cap(in)-len(in) > len(in)/8 {
+			// The stream may keep the text a while: not the slack an
+			// appended buffer grows by.
+			in = bytes.Clone(in)
+		}
 	} else {
 		in = finalInput(c.id, raw)
 	}
