@@ -3,6 +3,7 @@ package patchfmt
 import (
 	"bytes"
 	"strings"
+	"unsafe"
 )
 
 const (
@@ -22,7 +23,8 @@ func Normalize(s string) string {
 	if n.alias {
 		return s[:n.pos]
 	}
-	return n.out.String()
+	// n dies here and its output buffer is never written again.
+	return unsafe.String(unsafe.SliceData(n.out), len(n.out))
 }
 
 // wstate tracks the "<invoke" wrapper in front of the line machine.
@@ -74,7 +76,7 @@ type Normalizer struct {
 
 	// output
 	oblanks int // blank output lines, dropped if nothing follows them
-	out     strings.Builder
+	out     []byte
 	src     string // Normalize: the whole input
 	pos     int    // while alias is set, the output so far is src[:pos]
 	alias   bool
@@ -88,16 +90,26 @@ func (n *Normalizer) Write(piece string) string {
 	// Most pieces come out about as long as they went in.
 	n.grow = len(piece) + len(piece)/16
 	n.write(piece)
-	s := n.out.String()
-	n.out.Reset()
+	s := string(n.out)
+	n.out = n.out[:0]
 	return s
+}
+
+// AppendWrite is Write appending the output to dst: a caller that copies
+// the text on anyway saves a string per piece.
+func (n *Normalizer) AppendWrite(dst []byte, piece string) []byte {
+	n.grow = len(piece) + len(piece)/16
+	n.write(piece)
+	dst = append(dst, n.out...)
+	n.out = n.out[:0]
+	return dst
 }
 
 // Finish returns the remaining normalised output at end of input and resets
 // n.
 func (n *Normalizer) Finish() string {
 	n.finish()
-	s := n.out.String()
+	s := string(n.out)
 	*n = Normalizer{}
 	return s
 }
@@ -589,13 +601,13 @@ func (n *Normalizer) emit(s string) {
 			return
 		}
 		n.alias = false
-		n.out.Grow(len(n.src) + len(n.src)/16 + 64)
-		n.out.WriteString(n.src[:n.pos])
+		n.out = make([]byte, 0, len(n.src)+len(n.src)/16+64)
+		n.out = append(n.out, n.src[:n.pos]...)
 	}
-	if n.out.Cap() == 0 {
-		n.out.Grow(max(n.grow, len(s)))
+	if cap(n.out) == 0 {
+		n.out = make([]byte, 0, max(n.grow, len(s)))
 	}
-	n.out.WriteString(s)
+	n.out = append(n.out, s...)
 }
 
 func isEndOfFile(t string) bool {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -541,7 +542,26 @@ type customArgs struct {
 	// the ones streamed, it is the input, and Finish need not decode and
 	// normalise the call a second time.
 	sent []byte
+	// arena holds the decoded text handed to the normaliser, which keeps
+	// pieces of it (a partial line, a hunk under review): bytes once
+	// written there are never written again, so they may back strings.
+	arena []byte
 }
+
+// piece returns text as a string backed by the arena, instead of one
+// allocation per delta.
+func (c *customArgs) piece(text []byte) string {
+	if cap(c.arena)-len(c.arena) < len(text) {
+		c.arena = make([]byte, 0, max(arenaChunk, len(text)))
+	}
+	start := len(c.arena)
+	c.arena = append(c.arena, text...)
+	b := c.arena[start:]
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// arenaChunk is the size of the arena's chunks: a few hundred deltas each.
+const arenaChunk = 4 << 10
 
 func (c *customArgs) Delta(frag []byte) ([]byte, error) {
 	text, err := c.dec.Write(frag)
@@ -551,7 +571,7 @@ func (c *customArgs) Delta(frag []byte) ([]byte, error) {
 	if c.norm != nil && len(text) > 0 {
 		// Into a buffer reused from delta to delta: the result is only
 		// valid until the next call.
-		c.out = append(c.out[:0], c.norm.Write(string(text))...)
+		c.out = c.norm.AppendWrite(c.out[:0], c.piece(text))
 		text = c.out
 	}
 	c.sent = append(c.sent, text...)
