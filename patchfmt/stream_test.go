@@ -51,7 +51,20 @@ func checkStreaming(t testing.TB, s string) {
 		if got := streamed(pieces...); got != want {
 			t.Fatalf("pieces %q:\n got %q\nwant %q", pieces, got, want)
 		}
+		if got := appended(pieces...); got != want {
+			t.Fatalf("AppendWrite, pieces %q:\n got %q\nwant %q", pieces, got, want)
+		}
 	}
+}
+
+// appended is streamed through AppendWrite, into one growing buffer.
+func appended(pieces ...string) string {
+	var n Normalizer
+	var out []byte
+	for _, p := range pieces {
+		out = n.AppendWrite(out, p)
+	}
+	return string(out) + n.Finish()
 }
 
 func TestNormalizerMatchesNormalize(t *testing.T) {
