@@ -71,7 +71,10 @@ type toolPlan struct {
 	// onlyTypes are the native tool types an imitated allowed_tools keeps.
 	onlyTypes map[string]bool
 	search    bool // a client tool_search is degraded here
-	count     int  // definitions the upstream gets
+	// anyDeferred: the body mentions defer_loading at all, so definitions
+	// are worth looking at one by one.
+	anyDeferred bool
+	count       int // definitions the upstream gets
 }
 
 // loadedTool is a definition a tool_search_output in the history loaded.
@@ -154,6 +157,7 @@ func lookupPath(doc []byte, path string) jsonspan.Span {
 
 func (p *toolPlan) run() ([]byte, error) {
 	w := p.w
+	p.anyDeferred = bytes.Contains(w.Doc, deferLoading)
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
 		if n.Kind == NodeDefinition && n.Type == "tool_search" && p.t.action("tool_search") == actDegrade && p.clientSearch(n) {
@@ -247,7 +251,7 @@ func (p *toolPlan) deferred(n *ToolNode) bool {
 	if n.InnerStart >= 0 {
 		obj = n.InnerStart
 	}
-	if !bytes.Contains(p.w.Doc[n.Start:n.End], deferLoading) {
+	if !p.anyDeferred || !bytes.Contains(p.w.Doc[n.Start:n.End], deferLoading) {
 		return false // the common case, found without parsing
 	}
 	v := jsonspan.Lookup(p.w.Doc, obj, "defer_loading")
