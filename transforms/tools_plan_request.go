@@ -92,7 +92,7 @@ func planError(code, param, format string, a ...any) *Error {
 
 // RewriteRequest implements RequestRewriter.
 func (t *ToolsPlan) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
-	if t.custom != nil {
+	if t.custom != nil && mayHoldCustom(body) {
 		b, err := t.custom.RewriteRequest(x, body)
 		if err != nil {
 			return nil, err
@@ -106,6 +106,13 @@ func (t *ToolsPlan) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 	p := &toolPlan{t: t, x: x, w: w, rec: t.record(x), codec: newNameCodec(t.rule, len(w.Nodes)), thinking: t.thinks(body),
 		defs: make(map[int]*defDecision, len(w.Nodes)), declared: make(map[codecKey]bool, len(w.Nodes)), dropped: map[codecKey]string{}}
 	return p.run()
+}
+
+// mayHoldCustom reports whether a body can name a custom tool: the word,
+// or an escape that could spell it. Requests without one skip the custom
+// conversion's pass.
+func mayHoldCustom(body []byte) bool {
+	return bytes.Contains(body, []byte("custom")) || bytes.Contains(body, []byte(`\u`))
 }
 
 // thinks reports whether the request puts the upstream model in thinking
