@@ -119,10 +119,13 @@ func openCall(x *Exchange, p CallPolicy, d []byte, item jsonspan.Span) (ToolID, 
 func (s *responsesCalls) findItem(callID, itemID string, outputIndex []byte) (*trackedCall, bool) {
 	if callID != "" {
 		k := callKey{byCallID, callID}
-		if c := s.open[k]; c != nil {
+		// A call id is unique per call, unless an upstream repeats it:
+		// then the item id must agree too.
+		agrees := func(c *trackedCall) bool { return itemID == "" || c.itemID == "" || c.itemID == itemID }
+		if c := s.open[k]; c != nil && agrees(c) {
 			return c, false
 		}
-		if _, closed := s.closed[k]; closed {
+		if c, closed := s.closed[k]; closed && (c == nil || agrees(c)) {
 			return nil, true
 		}
 	}
@@ -489,7 +492,9 @@ func (s *responsesCalls) finishText(c *trackedCall, args []byte, seq bool, emit 
 	if c.textDone {
 		return nil
 	}
-	if args == nil {
+	if len(args) == 0 {
+		// Upstreams have been seen to send "" in the finished item after
+		// complete deltas: what streamed is the call.
 		args = c.h.Raw()
 	} else if s.x.Limits.MaxCallBuffer > 0 && len(args) > s.x.Limits.MaxCallBuffer {
 		s.abandon("call arguments exceed max_call_buffer")

@@ -145,9 +145,12 @@ func (r *nameRule) sanitize(name string) (string, bool) {
 				b = append(b, r.firstFill)
 				i++
 			}
-			if r.asciiOK[min(i, 1)][c] {
+			switch {
+			case r.asciiOK[min(i, 1)][c]:
 				b = append(b, c)
-			} else {
+			case i == 0:
+				b = append(b, r.firstFill) // '_' may not start a name
+			default:
 				b = append(b, '_')
 			}
 			i++
@@ -159,9 +162,12 @@ func (r *nameRule) sanitize(name string) (string, bool) {
 			b = append(b, r.firstFill)
 			i++
 		}
-		if r.allowed(c, i) {
+		switch {
+		case r.allowed(c, i):
 			b = utf8.AppendRune(b, c)
-		} else {
+		case i == 0:
+			b = append(b, r.firstFill)
+		default:
 			b = append(b, '_')
 		}
 		i++
@@ -195,10 +201,13 @@ func (r *nameRule) withHash(base, key string) string {
 // maximum and, when it was cut or shares its repaired form with another
 // identity, gets a hash suffix of its identity.
 type nameCodec struct {
-	rule  *nameRule
-	wants map[codecKey]string // identity -> its name before repair
-	names map[codecKey]string // identity -> upstream name, after resolve
-	by    map[string]codecKey // upstream name -> identity, after resolve
+	rule *nameRule
+	// scoped: the upstream keeps namespaces, so names need only be
+	// unique within one.
+	scoped bool
+	wants  map[codecKey]string // identity -> its name before repair
+	names  map[codecKey]string // identity -> upstream name, after resolve
+	by     map[string]codecKey // upstream name -> identity, after resolve
 }
 
 // codecKey is a client identity as the codec sees it.
@@ -243,13 +252,13 @@ func (c *nameCodec) resolve() *nameClash {
 			changed = false
 		}
 		cands = append(cands, cand{k, base, changed})
-		groups[base]++
+		groups[c.scope(k)+base]++
 	}
 	c.names = make(map[codecKey]string, len(cands))
 	c.by = make(map[string]codecKey, len(cands))
 	for _, cd := range cands {
 		name := cd.base
-		if cd.changed && groups[cd.base] > 1 {
+		if cd.changed && groups[c.scope(cd.k)+cd.base] > 1 {
 			name = c.rule.withHash(cd.base, cd.k.hashKey())
 		}
 		c.names[cd.k] = name
@@ -265,25 +274,36 @@ func (c *nameCodec) resolve() *nameClash {
 	}
 	var shared map[string][]codecKey
 	for k, name := range c.names {
-		if other, ok := c.by[name]; ok {
+		key := c.scope(k) + name
+		if other, ok := c.by[key]; ok {
 			if shared == nil {
 				shared = map[string][]codecKey{}
 			}
-			if shared[name] == nil {
-				shared[name] = []codecKey{other}
+			if shared[key] == nil {
+				shared[key] = []codecKey{other}
 			}
-			shared[name] = append(shared[name], k)
+			shared[key] = append(shared[key], k)
 			continue
 		}
-		c.by[name] = k
+		c.by[key] = k
 	}
-	for name, keys := range shared {
+	for _, keys := range shared {
 		slices.SortFunc(keys, func(a, b codecKey) int { return strings.Compare(a.hashKey(), b.hashKey()) })
+		name := c.names[keys[0]]
 		if cand := (nameClash{keys[0], keys[1], name}); clash == nil || less(cand, *clash) {
 			clash = &cand
 		}
 	}
 	return clash
+}
+
+// scope is the part of the upstream's identity besides the name: the
+// namespace of a function, when the upstream keeps namespaces.
+func (c *nameCodec) scope(k codecKey) string {
+	if c.scoped && k.typ == "function" && k.ns != "" {
+		return k.ns + "\x00"
+	}
+	return ""
 }
 
 // name returns an identity's upstream name; resolve must have run.

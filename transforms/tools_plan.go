@@ -171,12 +171,14 @@ func (t *ToolsPlan) Provision(ctx caddy.Context) error {
 	if t.ThinkingFields == nil {
 		t.ThinkingFields = base.ThinkingFields
 	}
+	// The preset's, then native_types, then the config's own lines per
+	// type: the most specific setting wins.
 	t.actions = base.Types
-	for typ, a := range t.Types {
-		t.actions[typ] = a
-	}
 	for _, typ := range t.NativeTypes {
 		t.actions[typ] = actNative
+	}
+	for typ, a := range t.Types {
+		t.actions[typ] = a
 	}
 	if err := t.compile(); err != nil {
 		return err

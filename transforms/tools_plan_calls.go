@@ -20,7 +20,7 @@ func (p *toolPlan) writeHistory() {
 		}
 		if w.Protocol == ProtocolChat {
 			if n.Kind == NodeCall && n.Type == "function" && n.Name != "" {
-				if up := p.codec.name(codecKey{"function", "", n.Name}); up != "" && up != n.Name {
+				if up := p.codec.name(p.historyKey("", n.Name)); up != "" && up != n.Name {
 					w.Rename(n, up)
 				}
 			}
@@ -31,8 +31,7 @@ func (p *toolPlan) writeHistory() {
 			if n.Name == "" {
 				continue
 			}
-			k := codecKey{"function", n.Namespace, n.Name}
-			up := p.codec.name(k)
+			up := p.codec.name(p.historyKey(n.Namespace, n.Name))
 			flat := n.Namespace != "" && p.t.Namespaces == "flatten"
 			if up == "" || (up == n.Name && !flat) {
 				continue

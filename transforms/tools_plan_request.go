@@ -65,9 +65,10 @@ type toolPlan struct {
 	// declared identities, kept or degraded, by client key: their upstream
 	// type and namespace after planning.
 	declared map[codecKey]bool
-	dropped  map[codecKey]string // identity -> why it was dropped
-	loaded   []loadedTool        // tool_search_output definitions to append
-	only     map[codecKey]bool   // a named choice imitated: only these tools
+	dropped  map[codecKey]string   // identity -> why it was dropped
+	loaded   []loadedTool          // tool_search_output definitions to append
+	only     map[codecKey]bool     // a named choice imitated: only these tools
+	bare     map[string][]codecKey // declared namespaced functions by name, on demand
 	// onlyTypes are the native tool types an imitated allowed_tools keeps.
 	onlyTypes map[string]bool
 	search    bool // a client tool_search is degraded here
@@ -79,10 +80,10 @@ type toolPlan struct {
 
 // loadedTool is a definition a tool_search_output in the history loaded.
 type loadedTool struct {
-	doc  []byte // the definition's bytes (inside the history item)
-	ns   string // its namespace, for the tools of a loaded namespace
-	name string
-	typ  string
+	doc   []byte // the definition's bytes (inside the history item)
+	ns    string // its namespace, for the tools of a loaded namespace
+	name  string
+	nsDoc []byte // that namespace's object
 }
 
 // planError is a 400 in the client's protocol shape.
@@ -105,6 +106,7 @@ func (t *ToolsPlan) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 	}
 	p := &toolPlan{t: t, x: x, w: w, rec: t.record(x), codec: newNameCodec(t.rule, len(w.Nodes)), thinking: t.thinks(body),
 		defs: make(map[int]*defDecision, len(w.Nodes)), declared: make(map[codecKey]bool, len(w.Nodes)), dropped: map[codecKey]string{}}
+	p.codec.scoped = t.Namespaces == "native"
 	return p.run()
 }
 
@@ -317,7 +319,11 @@ func (p *toolPlan) planDefinitions() error {
 			switch a := p.t.action(typ); a {
 			case actNative:
 				d.action = "keep"
-				p.x.Decide(typ, "keep", "native on this upstream")
+				if inNS && p.t.Namespaces == "flatten" {
+					p.x.Decide(n.Namespace+"."+n.Name, "keep", "native on this upstream, which has no namespaces: sent and called back without its namespace")
+				} else {
+					p.x.Decide(typ, "keep", "native on this upstream")
+				}
 			case actDegrade:
 				d.action = "degrade"
 				d.client = codecKey{builtinName(typ), "", builtinName(typ)}
@@ -368,11 +374,11 @@ func (p *toolPlan) planHistory() {
 		case n.Kind != NodeCall && n.Kind != NodeOutput:
 		case w.Protocol == ProtocolChat:
 			if n.Kind == NodeCall && n.Type == "function" && n.Name != "" {
-				p.addName(codecKey{"function", "", n.Name})
+				p.addName(p.historyKey("", n.Name))
 			}
 		case n.Type == "function_call" || (n.Type == "function_call_output" && n.Name != ""):
 			if n.Name != "" {
-				p.addName(codecKey{"function", n.Namespace, n.Name})
+				p.addName(p.historyKey(n.Namespace, n.Name))
 			}
 		default:
 			b := builtinOfItem(n.Type)
@@ -387,6 +393,18 @@ func (p *toolPlan) planHistory() {
 	}
 }
 
+// historyKey is the identity a history function call names. A call named
+// after a degraded built-in, with no function of that name declared, is
+// that built-in's call given back as a function_call because its
+// arguments did not fit the item: it keeps the built-in's upstream name.
+func (p *toolPlan) historyKey(ns, name string) codecKey {
+	k := codecKey{"function", ns, name}
+	if ns != "" || p.declared[k] || !degradable[name] || name == "custom" || p.t.action(name) != actDegrade {
+		return k
+	}
+	return codecKey{builtinName(name), "", builtinName(name)}
+}
+
 // collectLoaded reads the definitions a tool_search_output loaded: they go
 // to the upstream with the declared tools, so the model can call them.
 func (p *toolPlan) collectLoaded(n *ToolNode) {
@@ -395,8 +413,8 @@ func (p *toolPlan) collectLoaded(n *ToolNode) {
 	if tools.Start < 0 || doc[tools.Start] != '[' {
 		return
 	}
-	var add func(el jsonspan.Span, ns string)
-	add = func(el jsonspan.Span, ns string) {
+	var add func(el jsonspan.Span, ns string, nsDoc []byte)
+	add = func(el jsonspan.Span, ns string, nsDoc []byte) {
 		if doc[el.Start] != '{' {
 			return
 		}
@@ -406,7 +424,7 @@ func (p *toolPlan) collectLoaded(n *ToolNode) {
 		name, _ := jsonspan.StringValue(doc, f[1])
 		switch {
 		case typ == "namespace" && f[2].Start >= 0 && doc[f[2].Start] == '[':
-			jsonspan.EachElement(doc, f[2].Start, func(c jsonspan.Span) bool { add(c, name); return true })
+			jsonspan.EachElement(doc, f[2].Start, func(c jsonspan.Span) bool { add(c, name, doc[el.Start:el.End]); return true })
 		case typ == "function" && name != "":
 			k := codecKey{"function", ns, name}
 			if p.declared[k] {
@@ -415,11 +433,11 @@ func (p *toolPlan) collectLoaded(n *ToolNode) {
 			p.declared[k] = true
 			delete(p.dropped, k)
 			p.addName(k)
-			p.loaded = append(p.loaded, loadedTool{doc: doc[el.Start:el.End], ns: ns, name: name, typ: typ})
+			p.loaded = append(p.loaded, loadedTool{doc: doc[el.Start:el.End], ns: ns, name: name, nsDoc: nsDoc})
 			p.x.Decide(k.String(), "load", "loaded by an earlier tool_search")
 		}
 	}
-	jsonspan.EachElement(doc, tools.Start, func(el jsonspan.Span) bool { add(el, ""); return true })
+	jsonspan.EachElement(doc, tools.Start, func(el jsonspan.Span) bool { add(el, "", nil); return true })
 }
 
 func (k codecKey) String() string { return ToolID{Namespace: k.ns, Name: k.name}.String() }

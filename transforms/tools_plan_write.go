@@ -2,6 +2,7 @@ package transforms
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
@@ -12,44 +13,132 @@ var namespaceKey = []byte(`"namespace"`)
 // --- definitions -------------------------------------------------------------
 
 // writeDefinitions rewrites every definition list that the plan changes,
-// each as one edit, and counts what the upstream gets.
+// each as one edit of the array's contents, and counts what the upstream
+// gets.
 func (p *toolPlan) writeDefinitions() error {
 	w := p.w
-	if p.noTools() {
-		return nil
+	lists := make([][]int, len(w.roots))
+	for i := range w.Nodes {
+		if n := &w.Nodes[i]; n.Kind == NodeDefinition && n.parent < 0 {
+			lists[n.root] = append(lists[n.root], i)
+		}
 	}
-	for i := 0; i < len(w.Nodes); {
-		n := &w.Nodes[i]
-		if n.Kind != NodeDefinition || n.parent >= 0 {
-			i++
+	wroteTop := false
+	for r, list := range lists {
+		sp := w.listSpan(int32(r))
+		if sp.Start < 0 {
 			continue
 		}
-		var list []int
-		root := n.root
-		j := i
-		for j < len(w.Nodes) && w.Nodes[j].Kind == NodeDefinition && w.Nodes[j].parent < 0 && w.Nodes[j].root == root {
-			list = append(list, j)
-			j = int(w.Nodes[j].next)
+		top := w.roots[r] == "tools"
+		if p.noTools() {
+			if !top && len(list) > 0 {
+				// The top-level list goes whole; these lists are emptied.
+				w.Edit(sp.Start+1, sp.End-1, nil, true)
+			}
+			continue
 		}
-		top := w.roots[root] == "tools"
-		var loaded []loadedTool
+		out, changed := p.entries(make([]byte, 0, sp.End-sp.Start+sp.End/8+64), 0, list)
+		if p.strays(sp, list) {
+			p.x.Decide(w.roots[r], "drop", "entries that are not tool objects")
+			changed = true
+		}
 		if top {
-			loaded = p.loaded
+			wroteTop = true
+			if len(p.loaded) > 0 {
+				out = p.writeLoaded(out)
+				changed = true
+			}
 		}
-		first, last := &w.Nodes[list[0]], &w.Nodes[list[len(list)-1]]
-		out, changed := p.entries(make([]byte, 0, last.End-first.Start+last.End/8+64), 0, list)
-		for _, l := range loaded {
+		if changed {
+			w.Edit(sp.Start+1, sp.End-1, out, true)
+		}
+	}
+	if !wroteTop && len(p.loaded) > 0 && !p.noTools() {
+		// No top-level list to add them to: the member is created.
+		out := p.writeLoaded(append([]byte(nil), `"tools":[`...))
+		out = append(out, ']')
+		at := jsonspan.SkipSpace(w.Doc, 0) + 1
+		if next := jsonspan.SkipSpace(w.Doc, at); next < len(w.Doc) && w.Doc[next] != '}' {
+			out = append(out, ',')
+		}
+		w.Edit(at, at, out, true)
+	}
+	return nil
+}
+
+// strays reports anything in the array sp besides the definitions of
+// list (a null, a string): it is not sent on.
+func (p *toolPlan) strays(sp jsonspan.Span, list []int) bool {
+	doc := p.w.Doc
+	gap := func(a, b int) bool {
+		for _, c := range doc[a:b] {
+			if c != ' ' && c != '\t' && c != '\n' && c != '\r' && c != ',' {
+				return true
+			}
+		}
+		return false
+	}
+	at := sp.Start + 1
+	for _, i := range list {
+		if gap(at, p.w.Nodes[i].Start) {
+			return true
+		}
+		at = p.w.Nodes[i].End
+	}
+	return gap(at, sp.End-1)
+}
+
+// writeLoaded appends the definitions earlier tool searches loaded: as
+// functions, or, where the upstream keeps namespaces, inside their
+// namespace.
+func (p *toolPlan) writeLoaded(out []byte) []byte {
+	native := p.t.Namespaces == "native"
+	for i := 0; i < len(p.loaded); {
+		l := p.loaded[i]
+		if !native || l.ns == "" {
+			i++
+			if p.only != nil && !p.only[codecKey{"function", l.ns, l.name}] {
+				continue
+			}
 			out = p.sep(out, 0)
 			out = p.function(out, l.doc, jsonspan.Span{Start: 0, End: len(l.doc)}, codecKey{"function", l.ns, l.name}, false)
 			p.count++
-			changed = true
+			continue
 		}
-		if changed {
-			w.Edit(first.Start, last.End, out, true)
+		// The tools of one loaded namespace, together.
+		j := i
+		var tools []byte
+		for ; j < len(p.loaded) && jsonspan.SameSlice(p.loaded[j].nsDoc, l.nsDoc); j++ {
+			c := p.loaded[j]
+			if p.only != nil && !p.only[codecKey{"function", c.ns, c.name}] {
+				continue
+			}
+			tools = p.sep(tools, 0)
+			tools = p.function(tools, c.doc, jsonspan.Span{Start: 0, End: len(c.doc)}, codecKey{"function", c.ns, c.name}, false)
+			p.count++
 		}
 		i = j
+		if len(tools) == 0 {
+			continue
+		}
+		out = p.sep(out, 0)
+		ow := jsonspan.NewObj(out)
+		jsonspan.EachMember(l.nsDoc, 0, func(m jsonspan.Member) bool {
+			switch {
+			case m.KeyIs(l.nsDoc, "tools"):
+				ow.Key("tools")
+				ow.B = append(ow.B, '[')
+				ow.B = append(ow.B, tools...)
+				ow.B = append(ow.B, ']')
+			case m.KeyIs(l.nsDoc, "defer_loading"):
+			default:
+				ow.Raw(l.nsDoc, m)
+			}
+			return true
+		})
+		out = ow.Close()
 	}
-	return nil
+	return out
 }
 
 // noTools reports a plan that sends no tools at all (tool_choice "none"
@@ -326,6 +415,9 @@ func (p *toolPlan) planChoice() (func(), error) {
 	if top.Type == "allowed_tools" {
 		return p.planAllowed(top, allowed, modes, state, chat)
 	}
+	if err := p.ambiguous(top); err != nil {
+		return nil, err
+	}
 	k, ok := p.choiceTarget(top)
 	if !ok {
 		if a := p.t.action(top.Type); a == actNative {
@@ -368,6 +460,9 @@ func (p *toolPlan) planAllowed(top *ToolNode, entries []*ToolNode, modes map[str
 	var sel [][]byte // the entries the upstream gets, in order
 	var unsent []string
 	for _, e := range entries {
+		if err := p.ambiguous(e); err != nil {
+			return nil, err
+		}
 		k, ok := p.choiceTarget(e)
 		if !ok {
 			if p.t.action(e.Type) == actNative {
@@ -445,18 +540,47 @@ func (p *toolPlan) allowedMode(top *ToolNode) jsonspan.Span {
 	return jsonspan.Lookup(doc, top.Start, "mode")
 }
 
+// bareNames indexes the declared namespaced functions by their name alone,
+// once per request.
+func (p *toolPlan) bareNames() map[string][]codecKey {
+	if p.bare == nil {
+		p.bare = map[string][]codecKey{}
+		for d := range p.declared {
+			if d.typ == "function" && d.ns != "" {
+				p.bare[d.name] = append(p.bare[d.name], d)
+			}
+		}
+	}
+	return p.bare
+}
+
+// ambiguous reports a selector that names, by its name alone, tools of
+// several namespaces.
+func (p *toolPlan) ambiguous(n *ToolNode) error {
+	if n.Type != "function" || n.Namespace != "" || p.declared[codecKey{"function", "", n.Name}] {
+		return nil
+	}
+	if c := p.bareNames()[n.Name]; len(c) > 1 {
+		ns := make([]string, len(c))
+		for i, k := range c {
+			ns[i] = k.ns
+		}
+		slices.Sort(ns)
+		return planError("ambiguous_tool_choice", n.Where(), "tool_choice names %q without a namespace, and the namespaces %s each have a tool of that name", n.Name, strings.Join(ns, ", "))
+	}
+	return nil
+}
+
 // choiceTarget is the identity a selector names.
 func (p *toolPlan) choiceTarget(n *ToolNode) (codecKey, bool) {
 	switch {
 	case n.Type == "function" && n.Name != "":
-		ns := n.Namespace
-		k := codecKey{"function", ns, n.Name}
-		if ns == "" && !p.declared[k] {
-			// A selector may name a namespaced tool by its name alone.
-			for d := range p.declared {
-				if d.typ == "function" && d.name == n.Name {
-					return d, true
-				}
+		k := codecKey{"function", n.Namespace, n.Name}
+		if n.Namespace == "" && !p.declared[k] {
+			// A selector may name a namespaced tool by its name alone,
+			// when only one namespace has a tool of that name.
+			if c := p.bareNames()[n.Name]; len(c) == 1 {
+				return c[0], true
 			}
 		}
 		return k, true

@@ -105,8 +105,12 @@ type ToolWalk struct {
 	edits []jsonspan.Edit
 	names map[string]string // the walk's type and tool names, each allocated once
 	roots []string          // the lists nodes sit in, by ToolNode.root
-	tools jsonspan.Span     // top-level "tools" and "tool_choice" values
-	echo  bool              // an edit touched a definition or tool_choice
+	// rootSpans are the arrays of the definition lists in roots ("tools",
+	// additional_tools items' lists), by the same index; other lists
+	// have none.
+	rootSpans []jsonspan.Span
+	tools     jsonspan.Span // top-level "tools" and "tool_choice" values
+	echo      bool          // an edit touched a definition or tool_choice
 }
 
 // nodePool recycles node lists: a long history has thousands of nodes, and
@@ -197,7 +201,7 @@ func (w *ToolWalk) definitions(start int, parent int32, root string) int {
 		return jsonspan.SkipValue(doc, start) // not a list of tools: nothing of ours
 	}
 	i := -1
-	return jsonspan.WalkElements(doc, start, func(v int) int {
+	end := jsonspan.WalkElements(doc, start, func(v int) int {
 		i++
 		if doc[v] != '{' {
 			return jsonspan.SkipValue(doc, v)
@@ -269,6 +273,22 @@ func (w *ToolWalk) definitions(start int, parent int32, root string) int {
 		n.next = int32(len(w.Nodes))
 		return end
 	})
+	if parent < 0 && end >= 0 {
+		for len(w.rootSpans) <= int(r) {
+			w.rootSpans = append(w.rootSpans, jsonspan.NoSpan())
+		}
+		w.rootSpans[r] = jsonspan.Span{Start: start, End: end}
+	}
+	return end
+}
+
+// listSpan returns the array of the top-level definition list a node sits
+// in ("tools", or an additional_tools item's), or NoSpan.
+func (w *ToolWalk) listSpan(root int32) jsonspan.Span {
+	if int(root) < len(w.rootSpans) {
+		return w.rootSpans[root]
+	}
+	return jsonspan.NoSpan()
 }
 
 // itemFields are the members of a Responses history item the walk reads,
