@@ -675,6 +675,9 @@ func (s *responsesCalls) responseEvent(ev *Event, d []byte, emit Emit, terminalF
 				continue
 			}
 			if c, ok := s.closed[k]; ok {
+				if c != nil && k.by == byCallID && itemID != "" && c.itemID != "" && c.itemID != itemID {
+					continue // a repeated call id: the item id decides
+				}
 				return c, c != nil
 			}
 		}

@@ -45,7 +45,7 @@ func (p *toolPlan) writeDefinitions() error {
 		if top {
 			wroteTop = true
 			if len(p.loaded) > 0 {
-				out = p.writeLoaded(out)
+				out = p.writeLoaded(out, 0)
 				changed = true
 			}
 		}
@@ -55,8 +55,7 @@ func (p *toolPlan) writeDefinitions() error {
 	}
 	if !wroteTop && len(p.loaded) > 0 && !p.noTools() {
 		// No top-level list to add them to: the member is created.
-		out := p.writeLoaded(append([]byte(nil), `"tools":[`...))
-		out = append(out, ']')
+		out := append(p.writeLoaded([]byte(`"tools":[`), len(`"tools":[`)), ']')
 		at := jsonspan.SkipSpace(w.Doc, 0) + 1
 		if next := jsonspan.SkipSpace(w.Doc, at); next < len(w.Doc) && w.Doc[next] != '}' {
 			out = append(out, ',')
@@ -91,7 +90,7 @@ func (p *toolPlan) strays(sp jsonspan.Span, list []int) bool {
 // writeLoaded appends the definitions earlier tool searches loaded: as
 // functions, or, where the upstream keeps namespaces, inside their
 // namespace.
-func (p *toolPlan) writeLoaded(out []byte) []byte {
+func (p *toolPlan) writeLoaded(out []byte, base int) []byte {
 	native := p.t.Namespaces == "native"
 	for i := 0; i < len(p.loaded); {
 		l := p.loaded[i]
@@ -100,7 +99,7 @@ func (p *toolPlan) writeLoaded(out []byte) []byte {
 			if p.only != nil && !p.only[codecKey{"function", l.ns, l.name}] {
 				continue
 			}
-			out = p.sep(out, 0)
+			out = p.sep(out, base)
 			out = p.function(out, l.doc, jsonspan.Span{Start: 0, End: len(l.doc)}, codecKey{"function", l.ns, l.name}, false)
 			p.count++
 			continue
@@ -121,7 +120,7 @@ func (p *toolPlan) writeLoaded(out []byte) []byte {
 		if len(tools) == 0 {
 			continue
 		}
-		out = p.sep(out, 0)
+		out = p.sep(out, base)
 		ow := jsonspan.NewObj(out)
 		jsonspan.EachMember(l.nsDoc, 0, func(m jsonspan.Member) bool {
 			switch {
