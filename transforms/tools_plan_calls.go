@@ -13,6 +13,7 @@ import (
 func (p *toolPlan) writeHistory() {
 	w := p.w
 	doc := w.Doc
+	p.dropHostedCalls()
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
 		if n.Kind != NodeCall && n.Kind != NodeOutput {
@@ -64,6 +65,68 @@ func (p *toolPlan) writeHistory() {
 			}
 		}
 	}
+}
+
+// hostedTool is the hosted tool type a history item of a hosted call
+// belongs to (web_search_call -> web_search), or "".
+func hostedTool(itemType string) string {
+	switch itemType {
+	case "web_search_call", "file_search_call", "image_generation_call", "code_interpreter_call", "mcp_call":
+		return itemType[:len(itemType)-len("_call")]
+	}
+	return ""
+}
+
+// dropHostedCalls removes history items of hosted tools the upstream does
+// not run (a web search from a turn on another provider): it would refuse
+// them. Consecutive items go in one edit with one comma, so neighbouring
+// removals never overlap.
+func (p *toolPlan) dropHostedCalls() {
+	w := p.w
+	if w.Protocol != ProtocolResponses {
+		return
+	}
+	doc := w.Doc
+	var run []*ToolNode
+	flush := func() {
+		if len(run) == 0 {
+			return
+		}
+		first, last := run[0], run[len(run)-1]
+		start, end := first.Start, last.End
+		if next := jsonspan.SkipSpace(doc, end); next < len(doc) && doc[next] == ',' {
+			end = jsonspan.SkipSpace(doc, next+1)
+		} else {
+			for k := start - 1; k >= 0; k-- {
+				if doc[k] == ',' {
+					start = k
+					break
+				}
+				if doc[k] != ' ' && doc[k] != '\t' && doc[k] != '\n' && doc[k] != '\r' {
+					break
+				}
+			}
+		}
+		w.Edit(start, end, nil, false)
+		run = run[:0]
+	}
+	for i := range w.Nodes {
+		n := &w.Nodes[i]
+		if n.Kind != NodeCall && n.Kind != NodeOutput {
+			continue
+		}
+		h := hostedTool(n.Type)
+		if h == "" || p.t.action(h) == actNative {
+			flush()
+			continue
+		}
+		if len(run) > 0 && run[len(run)-1].item+1 != n.item {
+			flush()
+		}
+		p.x.Decide(h, "drop", "a "+n.Type+" in the history: the upstream has no "+h+" tool")
+		run = append(run, n)
+	}
+	flush()
 }
 
 // builtinHistoryCall writes a built-in call item as the function call the

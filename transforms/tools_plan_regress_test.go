@@ -354,7 +354,7 @@ func TestRegressTypeLinesOverrideNative(t *testing.T) {
 func TestRegressStrayListEntriesDropped(t *testing.T) {
 	rules := tpProfile("function_only")
 	for _, tc := range []struct{ name, body, want string }{
-		{"dropped tool then null", `{"tools":[{"type":"web_search"},null]}`, `{"tools":[]}`},
+		{"dropped tool then null", `{"tools":[{"type":"web_search"},null],"model":"m"}`, `{"model":"m"}`},
 		{"null between changed tools", `{"tools":[{"type":"local_shell"},null,{"type":"function","name":"a.b"}]}`,
 			`{"tools":[` + tpDegraded("local_shell", "local_shell") + `,{"type":"function","name":"a_b"}]}`},
 		{"null first, strings and numbers", `{"tools":[null,"x",{"type":"function","name":"a.b"},1,[]],"model":"m"}`,

@@ -70,8 +70,10 @@ type toolPlan struct {
 	only     map[codecKey]bool     // a named choice imitated: only these tools
 	bare     map[string][]codecKey // declared namespaced functions by name, on demand
 	// onlyTypes are the native tool types an imitated allowed_tools keeps.
-	onlyTypes map[string]bool
-	search    bool // a client tool_search is degraded here
+	onlyTypes  map[string]bool
+	search     bool      // a client tool_search is degraded here
+	emptyTop   bool      // every top-level tool was dropped
+	choiceNode *ToolNode // the top-level tool_choice, if any
 	// anyDeferred: the body mentions defer_loading at all, so definitions
 	// are worth looking at one by one.
 	anyDeferred bool
@@ -197,7 +199,15 @@ func (p *toolPlan) run() ([]byte, error) {
 		return nil, planError("too_many_tools", "tools",
 			"the upstream takes at most %d tools (max_tools) and this request has %d after planning", max, p.count)
 	}
-	if choiceEdit != nil {
+	switch {
+	case p.emptyTop && p.choiceNode != nil:
+		p.x.Decide("tools", "drop", "no tool is left for the upstream: tools and tool_choice are not sent")
+		p.removeTools(p.choiceNode)()
+	case p.emptyTop:
+		p.x.Decide("tools", "drop", "no tool is left for the upstream: tools is not sent")
+		e := jsonspan.RemoveMember(w.Doc, w.tools)
+		w.Edit(e.Start, e.End, nil, true)
+	case choiceEdit != nil:
 		choiceEdit()
 	}
 	p.writeHistory()

@@ -260,10 +260,28 @@ func TestToolsPlanTypeOverrides(t *testing.T) {
 			want: `{"tools":[{"type":"function","name":"a"}]}`,
 		},
 		{
-			name: "every tool dropped leaves an empty list",
+			name: "every tool dropped: no tools member",
 			cfg:  `{"profile":"function_only"}`,
 			body: `{"tools":[{"type":"web_search"},{"type":"file_search"}],"model":"m"}`,
-			want: `{"tools":[],"model":"m"}`,
+			want: `{"model":"m"}`,
+		},
+		{
+			name: "every tool dropped: tool_choice goes too",
+			cfg:  `{"profile":"function_only"}`,
+			body: `{"model":"m","tools":[{"type":"web_search"}],"tool_choice":"auto"}`,
+			want: `{"model":"m"}`,
+		},
+		{
+			name: "hosted calls in the history are dropped, in runs",
+			cfg:  `{"profile":"function_only"}`,
+			body: `{"tools":[{"type":"function","name":"f"}],"input":[{"type":"web_search_call","id":"ws_1","status":"completed","action":{"type":"search","query":"q"}},{"type":"web_search_call","id":"ws_2","status":"completed"},{"type":"message","role":"user","content":"hi"},{"type":"web_search_call","id":"ws_3"}]}`,
+			want: `{"tools":[{"type":"function","name":"f"}],"input":[{"type":"message","role":"user","content":"hi"}]}`,
+		},
+		{
+			name: "hosted calls stay where the tool is native",
+			cfg:  `{"profile":"function_only","types":{"web_search":"native"}}`,
+			body: `{"tools":[{"type":"web_search"}],"input":[{"type":"web_search_call","id":"ws_1"}]}`,
+			want: `{"tools":[{"type":"web_search"}],"input":[{"type":"web_search_call","id":"ws_1"}]}`,
 		},
 	}
 	for _, tc := range okCases {

@@ -48,6 +48,12 @@ func (p *toolPlan) writeDefinitions() error {
 				out = p.writeLoaded(out, 0)
 				changed = true
 			}
+			if len(out) == 0 && changed {
+				// Nothing is left to send: the member goes, not an empty
+				// list some upstreams refuse.
+				p.emptyTop = true
+				continue
+			}
 		}
 		if changed {
 			w.Edit(sp.Start+1, sp.End-1, out, true)
@@ -379,6 +385,7 @@ func (p *toolPlan) planChoice() (func(), error) {
 	if top == nil {
 		return nil, nil
 	}
+	p.choiceNode = top
 	modes := p.t.noChoice[0]
 	state := "without thinking"
 	if p.thinking {
