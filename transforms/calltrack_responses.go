@@ -95,6 +95,13 @@ type trackedCall struct {
 	relay bool
 	// built: final is the whole client item of a built-in call.
 	built bool
+	// escArgs are the argument deltas as the upstream escaped them, and
+	// escSent the text deltas as we escaped them for the client: when the
+	// done event repeats what streamed, neither the arguments are decoded
+	// nor the text escaped a second time. dropEsc stops keeping them for
+	// text that escaping would blow up.
+	escArgs, escSent []byte
+	dropEsc          bool
 }
 
 func newResponsesCalls(x *Exchange, p CallPolicy) *responsesCalls {
@@ -186,6 +193,7 @@ func (s *responsesCalls) close(c *trackedCall, completed bool) {
 		releaseCall(c.h)
 		c.h = nil // the arguments' buffers go now
 	}
+	c.escArgs, c.escSent = nil, nil
 	var as *trackedCall
 	if completed {
 		as = c
@@ -241,7 +249,11 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 		case c != nil:
 			var full []byte
 			if v := r.value; v.Start >= 0 && d[v.Start] == '"' {
-				full = jsonspan.Unescape(make([]byte, 0, v.End-v.Start), d[v.Start+1:v.End-1])
+				if esc := d[v.Start+1 : v.End-1]; c.item == nil && !c.dropEsc && bytes.Equal(esc, c.escArgs) {
+					full = c.h.Raw() // what streamed, already decoded
+				} else {
+					full = jsonspan.Unescape(make([]byte, 0, v.End-v.Start), esc)
+				}
 			}
 			if c.item != nil {
 				c.args = full
@@ -331,17 +343,25 @@ func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, r eventRefs, emit E
 	if sp.Start < 0 || d[sp.Start] != '"' || c.textDone {
 		return nil
 	}
-	s.buf = jsonspan.Unescape(s.buf[:0], d[sp.Start+1:sp.End-1])
+	esc := d[sp.Start+1 : sp.End-1]
+	s.buf = jsonspan.Unescape(s.buf[:0], esc)
 	text, err := c.h.Delta(s.buf)
 	if err != nil {
 		s.abandon("call arguments exceed max_call_buffer")
 		return overLimit(s.x, c.client)
 	}
-	if len(text) == 0 || c.item != nil {
+	if c.item != nil {
+		return nil
+	}
+	if !c.dropEsc {
+		c.escArgs = append(c.escArgs, esc...)
+		c.dropEsc = len(c.escArgs) > 2*len(c.h.Raw())+4096
+	}
+	if len(text) == 0 {
 		return nil
 	}
 	c.emitted.add(text)
-	return emit(s.textEvent(c, r.seq, false, text))
+	return emit(s.textEvent(c, r.seq, false, text, nil))
 }
 
 // hasSeq reports whether an event numbers itself, so the events built
@@ -443,7 +463,9 @@ var (
 // sized for the upstream's text. The event lives in buffers reused for the
 // next one; stages downstream copy what they keep, as for every event, and
 // the engine renumbers the placeholder sequence_number.
-func (s *responsesCalls) textEvent(c *trackedCall, seq, done bool, text []byte) *Event {
+// esc, when not nil, is text already escaped for a JSON string, without
+// its quotes.
+func (s *responsesCalls) textEvent(c *trackedCall, seq, done bool, text, esc []byte) *Event {
 	name, field := nameArgsDelta, "delta"
 	switch {
 	case c.client.Type == "custom" && done:
@@ -473,7 +495,16 @@ func (s *responsesCalls) textEvent(c *trackedCall, seq, done bool, text []byte) 
 	b = append(b, field...)
 	b = append(b, `":`...)
 	start := len(b)
-	b = jsonspan.AppendString(b, text)
+	if esc != nil {
+		b = append(b, '"')
+		b = append(b, esc...)
+		b = append(b, '"')
+	} else {
+		b = jsonspan.AppendString(b, text)
+	}
+	if !done && !c.dropEsc {
+		c.escSent = append(c.escSent, b[start+1:len(b)-1]...) // without the quotes
+	}
 	if done {
 		// The finished item carries the same text: it is escaped once.
 		s.esc = append(s.esc[:0], b[start:]...)
@@ -503,15 +534,22 @@ func (s *responsesCalls) finishText(c *trackedCall, args []byte, seq bool, emit 
 	c.final = c.h.Finish(args)
 	c.textDone = true
 	s.x.CallBuffered(len(args))
-	if rest, ok := c.emitted.rest(c.final); ok && len(rest) > 0 {
-		if err := emit(s.textEvent(c, seq, false, rest)); err != nil {
+	rest, ok := c.emitted.rest(c.final)
+	if ok && len(rest) > 0 {
+		if err := emit(s.textEvent(c, seq, false, rest, nil)); err != nil {
 			return err
 		}
 	} else if !ok {
 		s.x.Decide(c.client.String(), "input_mismatch", "final arguments differ from the streamed ones; the done events carry the final input")
 	}
 	c.emitted = sentText{}
-	return emit(s.textEvent(c, seq, true, c.final))
+	var esc []byte
+	if ok && !c.dropEsc && (len(c.escSent) > 0 || len(c.final) == 0) {
+		esc = c.escSent // the deltas, escaped, are the final text escaped
+	}
+	err := emit(s.textEvent(c, seq, true, c.final, esc))
+	c.escArgs, c.escSent = nil, nil
+	return err
 }
 
 func itemArgs(d []byte, item jsonspan.Span) []byte {
