@@ -142,13 +142,19 @@ func (s *responsesCalls) findItem(callID, itemID string, outputIndex []byte) (*t
 // where reads the item id and output index an event refers to; item says
 // where the item object is, for output_item events.
 func where(d []byte, item jsonspan.Span) (itemID string, outputIndex []byte) {
+	if item.Start >= 0 {
+		// An item event names the item inside it. output_index comes
+		// before the item, whose arguments may be megabytes: a lookup
+		// that stops at the first match does not cross them.
+		itemID, _ = jsonspan.StringValue(d, jsonspan.Lookup(d, item.Start, "id"))
+		if oi := jsonspan.Lookup(d, 0, "output_index"); oi.Start >= 0 {
+			outputIndex = d[oi.Start:oi.End]
+		}
+		return itemID, outputIndex
+	}
 	var f [2]jsonspan.Span
 	jsonspan.ObjectFields(d, 0, []string{"item_id", "output_index"}, f[:])
-	if item.Start >= 0 {
-		itemID, _ = jsonspan.StringValue(d, jsonspan.Lookup(d, item.Start, "id"))
-	} else {
-		itemID, _ = jsonspan.StringValue(d, f[0])
-	}
+	itemID, _ = jsonspan.StringValue(d, f[0])
 	if f[1].Start >= 0 {
 		outputIndex = d[f[1].Start:f[1].End]
 	}
