@@ -128,7 +128,12 @@ func (t *ResponsesToChat) RewriteRequest(x *Exchange, body []byte) ([]byte, erro
 	rec := t.record(x)
 	rec.bridged = true
 	rec.id = newID()
-	if fields.model.Start >= 0 {
+	// The client's own model, as it asked, even when a rule before this
+	// one routed the request to another.
+	switch {
+	case x.Model != "":
+		rec.model = jsonspan.AppendStringStr(nil, x.Model)
+	case fields.model.Start >= 0:
 		rec.model = append([]byte(nil), body[fields.model.Start:fields.model.End]...)
 	}
 	x.ReplacePathSuffix("/responses", "/chat/completions")
@@ -335,15 +340,25 @@ func (b *chatBuild) items(conv []byte, system []string, refs itemRefs) ([]byte, 
 			conv = jsonspan.AppendStringStr(conv, id)
 			conv = append(conv, `,"content":`...)
 			out := f[7]
+			var images []byte
 			switch {
 			case out.Start >= 0 && doc[out.Start] == '"':
 				conv = append(conv, doc[out.Start:out.End]...)
 			default:
-				text, _ := b.content(doc, out)
+				var text string
+				text, _, images = b.contentImages(doc, out)
 				conv = jsonspan.AppendStringStr(conv, text)
 			}
 			conv = append(conv, '}')
 			b.nmsg++
+			if images != nil {
+				// A tool message holds text only: the images follow as
+				// the user's, right after it.
+				conv = append(conv, `,{"role":"user","content":[{"type":"text","text":"The images the tool call returned:"},`...)
+				conv = append(conv, images...)
+				conv = append(conv, "]}"...)
+				b.nmsg++
+			}
 		case "additional_tools":
 			tools := jsonspan.Lookup(doc, el.Start, "tools")
 			if tools.Start >= 0 && doc[tools.Start] == '[' {
@@ -468,18 +483,24 @@ func (b *chatBuild) reasoningText(el jsonspan.Span) (string, bool) {
 // content reads a message's content: its text, and, when it holds images,
 // the Chat parts array.
 func (b *chatBuild) content(doc []byte, c jsonspan.Span) (string, []byte) {
+	text, parts, _ := b.contentImages(doc, c)
+	return text, parts
+}
+
+// contentImages is content, and the image parts alone.
+func (b *chatBuild) contentImages(doc []byte, c jsonspan.Span) (string, []byte, []byte) {
 	if c.Start < 0 {
-		return "", nil
+		return "", nil, nil
 	}
 	if doc[c.Start] == '"' {
 		s, _ := jsonspan.StringValue(doc, c)
-		return s, nil
+		return s, nil, nil
 	}
 	if doc[c.Start] != '[' {
-		return "", nil
+		return "", nil, nil
 	}
 	var text strings.Builder
-	var parts []byte
+	var parts, imgs []byte
 	images := false
 	jsonspan.EachElement(doc, c.Start, func(p jsonspan.Span) bool {
 		var g [4]jsonspan.Span
@@ -491,6 +512,7 @@ func (b *chatBuild) content(doc []byte, c jsonspan.Span) (string, []byte) {
 		switch typ {
 		case "input_image":
 			images = true
+			at := len(parts)
 			parts = append(parts, `{"type":"image_url","image_url":{"url":`...)
 			parts = appendRawOr(parts, doc, g[2], `""`)
 			if g[3].Start >= 0 {
@@ -498,6 +520,10 @@ func (b *chatBuild) content(doc []byte, c jsonspan.Span) (string, []byte) {
 				parts = append(parts, doc[g[3].Start:g[3].End]...)
 			}
 			parts = append(parts, "}}"...)
+			if len(imgs) > 0 {
+				imgs = append(imgs, ',')
+			}
+			imgs = append(imgs, parts[at:]...)
 		default: // input_text, output_text, refusal, text
 			s, _ := jsonspan.StringValue(doc, g[1])
 			if text.Len() > 0 {
@@ -513,9 +539,9 @@ func (b *chatBuild) content(doc []byte, c jsonspan.Span) (string, []byte) {
 		return true
 	})
 	if !images {
-		return text.String(), nil
+		return text.String(), nil, nil
 	}
-	return text.String(), append(append([]byte{'['}, parts...), ']')
+	return text.String(), append(append([]byte{'['}, parts...), ']'), imgs
 }
 
 // writeTools writes the function tools in Chat's nested shape.
