@@ -130,9 +130,11 @@ func (t *ResponsesToChat) RewriteRequest(x *Exchange, body []byte) ([]byte, erro
 	rec.id = newID()
 	// The client's own model, as it asked, even when a rule before this
 	// one routed the request to another.
-	switch {
+	switch m := jsonspan.LastMember(x.orig, "model"); {
 	case x.Model != "":
 		rec.model = jsonspan.AppendStringStr(nil, x.Model)
+	case m.Start >= 0:
+		rec.model = append([]byte(nil), x.orig[m.Start:m.End]...)
 	case fields.model.Start >= 0:
 		rec.model = append([]byte(nil), body[fields.model.Start:fields.model.End]...)
 	}
