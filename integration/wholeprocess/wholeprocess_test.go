@@ -2,7 +2,8 @@
 // it: two Caddy processes started from this one test binary, process A with
 // a plain reverse_proxy route and process B with the same route behind
 // llm_transform, driven with the same load, their CPU time read from
-// /proc/<pid>/stat.
+// /proc/<pid>/stat. BenchmarkBridgeStream has a B of its own, whose
+// llm_transform bridges Responses clients to a Chat upstream.
 //
 // All the work is in Benchmark functions, so `go test ./...` only compiles
 // this package:
@@ -238,11 +239,12 @@ func setup(b *testing.B) {
 
 // The upstream answers at once with canned bytes chosen by X-Bench-Case;
 // with X-Bench-Check it also says whether the body it got still had a
-// custom tool call in it.
+// custom tool call in it, whether it was a Chat request, and its path.
 var (
 	streamOnce  sync.Once
 	streamEvs   [][]byte
 	ttfbEvs     [][]byte
+	chatEvs     [][]byte // set up by setupBridge
 	tinyJSON    = []byte(`{"id":"resp_1","object":"response","status":"completed","model":"m","output":[{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"ok"}]}]}`)
 	streamBody  = []byte(`{"model":"m","stream":true,"tools":[{"type":"custom","name":"apply_patch"},{"type":"function","name":"exec_command","parameters":{"type":"object"}}],"input":"Edit the files"}`)
 	requestOnce sync.Once
@@ -254,6 +256,8 @@ func serveUpstream(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("X-Bench-Check") != "" {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("X-Saw-Custom", strconv.FormatBool(bytes.Contains(body, []byte(`"custom_tool_call"`)) || bytes.Contains(body, []byte(`"type":"custom"`))))
+		w.Header().Set("X-Saw-Chat", strconv.FormatBool(gjson.GetBytes(body, "messages").IsArray() && !gjson.GetBytes(body, "input").Exists()))
+		w.Header().Set("X-Saw-Path", r.URL.Path)
 	} else {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}
@@ -263,6 +267,8 @@ func serveUpstream(w http.ResponseWriter, r *http.Request) {
 		evs = streamEvs
 	case "ttfb":
 		evs = ttfbEvs
+	case "chat":
+		evs = chatEvs
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(tinyJSON)
@@ -300,6 +306,20 @@ func escapeHeavyPatch(i, lines int) string {
 	return p.String()
 }
 
+// pieces cuts s into pieces of n bytes, longer where a rune would be cut.
+func pieces(s string, n int) []string {
+	var out []string
+	for i := 0; i < len(s); {
+		j := min(i+n, len(s))
+		for j < len(s) && s[j]&0xC0 == 0x80 { // keep runes whole
+			j++
+		}
+		out = append(out, s[i:j])
+		i = j
+	}
+	return out
+}
+
 // streamEvents renders a Responses stream of about 2.3k events: text deltas,
 // one apply_patch function call (a converted custom tool) whose arguments
 // arrive in about a thousand small deltas, and one native exec_command call.
@@ -320,13 +340,8 @@ func streamEvents(textDeltas, patchLines int) [][]byte {
 	ev(`{"type":"response.output_item.done","sequence_number":%d,"output_index":0,"item":{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[]}}`, seq)
 	call := func(oi int, id, callID, name, args string) {
 		ev(`{"type":"response.output_item.added","sequence_number":%d,"output_index":%d,"item":{"id":"%s","type":"function_call","status":"in_progress","arguments":"","call_id":"%s","name":"%s"}}`, seq, oi, id, callID, name)
-		for i := 0; i < len(args); {
-			j := min(i+12, len(args))
-			for j < len(args) && args[j]&0xC0 == 0x80 { // keep runes whole
-				j++
-			}
-			ev(`{"type":"response.function_call_arguments.delta","sequence_number":%d,"item_id":"%s","output_index":%d,"delta":%s,"obfuscation":"abc"}`, seq, id, oi, jsonString(args[i:j]))
-			i = j
+		for _, piece := range pieces(args, 12) {
+			ev(`{"type":"response.function_call_arguments.delta","sequence_number":%d,"item_id":"%s","output_index":%d,"delta":%s,"obfuscation":"abc"}`, seq, id, oi, jsonString(piece))
 		}
 		ev(`{"type":"response.function_call_arguments.done","sequence_number":%d,"item_id":"%s","output_index":%d,"arguments":%s}`, seq, id, oi, jsonString(args))
 		ev(`{"type":"response.output_item.done","sequence_number":%d,"output_index":%d,"item":{"id":"%s","type":"function_call","status":"completed","arguments":%s,"call_id":"%s","name":"%s"}}`, seq, oi, id, jsonString(args), callID, name)
@@ -383,10 +398,16 @@ func escapeHeavyBody(b *testing.B, rounds int) []byte {
 	return doc
 }
 
-// post sends body to p with the case header and returns the response; the
-// caller reads and closes it.
-func post(b *testing.B, p *proc, kase string, body []byte, extra ...string) *http.Response {
-	req, err := http.NewRequest(http.MethodPost, p.url+"/v1/responses", bytes.NewReader(body))
+// The paths the clients post to.
+const (
+	responsesPath = "/v1/responses"
+	chatPath      = "/v1/chat/completions"
+)
+
+// post sends body to path on p with the case header and returns the
+// response; the caller reads and closes it.
+func post(b *testing.B, p *proc, path, kase string, body []byte, extra ...string) *http.Response {
+	req, err := http.NewRequest(http.MethodPost, p.url+path, bytes.NewReader(body))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -408,8 +429,8 @@ func post(b *testing.B, p *proc, kase string, body []byte, extra ...string) *htt
 	return resp
 }
 
-func fetch(b *testing.B, p *proc, kase string, body []byte) []byte {
-	resp := post(b, p, kase, body)
+func fetch(b *testing.B, p *proc, path, kase string, body []byte) []byte {
+	resp := post(b, p, path, kase, body)
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	if err != nil {
@@ -420,18 +441,18 @@ func fetch(b *testing.B, p *proc, kase string, body []byte) []byte {
 
 // measure runs one request to each process per iteration, alternating which
 // goes first, and returns each process's CPU ticks over the loop.
-func measure(b *testing.B, one func(p *proc)) (ticksA, ticksB int64) {
-	a0, b0 := procA.cpu(b), procB.cpu(b)
+func measure(b *testing.B, pa, pb *proc, one func(p *proc)) (ticksA, ticksB int64) {
+	a0, b0 := pa.cpu(b), pb.cpu(b)
 	for i := 0; i < b.N; i++ {
 		if i%2 == 0 {
-			one(procA)
-			one(procB)
+			one(pa)
+			one(pb)
 		} else {
-			one(procB)
-			one(procA)
+			one(pb)
+			one(pa)
 		}
 	}
-	return procA.cpu(b) - a0, procB.cpu(b) - b0
+	return pa.cpu(b) - a0, pb.cpu(b) - b0
 }
 
 func reportCPU(b *testing.B, ticksA, ticksB int64) {
@@ -446,7 +467,7 @@ func reportCPU(b *testing.B, ticksA, ticksB int64) {
 // processes while it fetches a CPU profile of each from its admin endpoint.
 var profiled sync.Map
 
-func profile(b *testing.B, kase string, one func(p *proc)) {
+func profile(b *testing.B, kase string, pa, pb *proc, one func(p *proc)) {
 	dir := os.Getenv("LLMT_WP_PROFILE")
 	if dir == "" {
 		return
@@ -460,7 +481,7 @@ func profile(b *testing.B, kase string, one func(p *proc)) {
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
-	for _, p := range []*proc{procA, procB} {
+	for _, p := range []*proc{pa, pb} {
 		wg.Go(func() {
 			resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", p.admin, secs))
 			if err != nil {
@@ -479,8 +500,8 @@ func profile(b *testing.B, kase string, one func(p *proc)) {
 	}
 	stop := time.Now().Add(time.Duration(secs)*time.Second + 500*time.Millisecond)
 	for time.Now().Before(stop) {
-		one(procA)
-		one(procB)
+		one(pa)
+		one(pb)
 	}
 	wg.Wait()
 	close(errs)
@@ -489,7 +510,7 @@ func profile(b *testing.B, kase string, one func(p *proc)) {
 	}
 	// What each process allocated since it started, for the garbage
 	// collector's share of the CPU.
-	for _, p := range []*proc{procA, procB} {
+	for _, p := range []*proc{pa, pb} {
 		resp, err := http.Get(p.admin + "/debug/pprof/allocs")
 		if err != nil {
 			b.Fatal(err)
@@ -511,15 +532,15 @@ func profile(b *testing.B, kase string, one func(p *proc)) {
 func BenchmarkStream(b *testing.B) {
 	setup(b)
 	initStreams()
-	a := string(fetch(b, procA, "stream", streamBody))
-	r := string(fetch(b, procB, "stream", streamBody))
+	a := string(fetch(b, procA, responsesPath, "stream", streamBody))
+	r := string(fetch(b, procB, responsesPath, "stream", streamBody))
 	if strings.Contains(a, "custom_tool_call") || !strings.Contains(r, `"custom_tool_call"`) || strings.Count(r, "\n\n") < 1000 {
 		b.Fatalf("the routes do not do what the benchmark assumes (%d events from A, %d from B)", strings.Count(a, "\n\n"), strings.Count(r, "\n\n"))
 	}
-	one := func(p *proc) { fetch(b, p, "stream", streamBody) }
-	profile(b, "stream", one)
+	one := func(p *proc) { fetch(b, p, responsesPath, "stream", streamBody) }
+	profile(b, "stream", procA, procB, one)
 	b.ResetTimer()
-	ta, tb := measure(b, one)
+	ta, tb := measure(b, procA, procB, one)
 	b.StopTimer()
 	reportCPU(b, ta, tb)
 	b.ReportMetric(float64(tb)/float64(ta), "x_passthrough_cpu")
@@ -529,6 +550,184 @@ func BenchmarkStream(b *testing.B) {
 	b.ReportMetric(float64(len(streamEvs)), "events")
 }
 
+// The bridge benchmark's own process: a Responses client in front of a Chat
+// upstream through responses_to_chat. Its process A is procA, the plain
+// reverse_proxy, sent the Chat request for the same stream.
+var (
+	bridgeOnce sync.Once
+	bridgeErr  error
+	procBridge *proc
+	bridgeText struct{ reasoning, content, patch, exec string }
+	bridgeN    struct{ reasoning, content, patch, exec int } // deltas of each kind
+)
+
+// The requests of BenchmarkBridgeStream: a Codex-like Responses request to
+// B, and to A the Chat request the bridge makes of it.
+var (
+	bridgeResponsesBody = []byte(`{"model":"deepseek-v4-pro","stream":true,"instructions":"You are a coding agent.","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"Edit the files"}]}],"tools":[{"type":"function","name":"apply_patch","description":"Apply a patch","parameters":{"type":"object","properties":{"input":{"type":"string"}},"required":["input"]}},{"type":"function","name":"exec_command","description":"Run a command","parameters":{"type":"object","properties":{"cmd":{"type":"string"}},"required":["cmd"]}}],"tool_choice":"auto","parallel_tool_calls":true,"reasoning":{"effort":"high","summary":"auto"},"store":false,"include":["reasoning.encrypted_content"],"prompt_cache_key":"0199a1b2-c3d4"}`)
+	bridgeChatBody      = []byte(`{"model":"deepseek-v4-pro","messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Edit the files"}],"tools":[{"type":"function","function":{"name":"apply_patch","description":"Apply a patch","parameters":{"type":"object","properties":{"input":{"type":"string"}},"required":["input"]}}},{"type":"function","function":{"name":"exec_command","description":"Run a command","parameters":{"type":"object","properties":{"cmd":{"type":"string"}},"required":["cmd"]}}}],"tool_choice":"auto","stream":true,"parallel_tool_calls":true,"stream_options":{"include_usage":true},"max_tokens":32768,"thinking":{"type":"enabled"},"reasoning_effort":"high"}`)
+)
+
+// setupBridge starts process B of the bridge benchmark once, after the
+// shared upstream and process A, and renders the upstream's Chat stream.
+func setupBridge(b *testing.B) {
+	b.Helper()
+	setup(b)
+	bridgeOnce.Do(func() {
+		chatEvs = chatChunks(300, 300, 92)
+		up := strings.TrimPrefix(upstream.URL, "http://")
+		procBridge, bridgeErr = startCaddy("B", `	llm_transform {
+		rule responses_to_chat {
+			profile deepseek
+		}
+	}
+	reverse_proxy `+up)
+	})
+	if bridgeErr != nil {
+		b.Fatal(bridgeErr)
+	}
+}
+
+// chatChunks renders a DeepSeek-style Chat chunk stream: a role chunk,
+// reasoning_content deltas a word or two long, content deltas, two tool
+// calls one after the other (apply_patch with the escape-heavy patch of
+// BenchmarkStream, exec_command) whose arguments arrive in 12-byte pieces,
+// the finish_reason chunk, a usage-only chunk and [DONE]. It records the
+// texts and delta counts in bridgeText and bridgeN for the checks.
+func chatChunks(reasoningDeltas, contentDeltas, patchLines int) [][]byte {
+	var evs [][]byte
+	chunk := func(delta, finish string) {
+		evs = append(evs, []byte(`data: {"id":"0f9e4c1a-5b7d-4e21-9c3a-8d6f2b1e0a47","object":"chat.completion.chunk","created":1764400000,"model":"deepseek-v4-pro","system_fingerprint":"fp_8802369eaa_prod0820_fp8_kvcache","choices":[{"index":0,"delta":`+delta+`,"logprobs":null,"finish_reason":`+finish+`}]}`+"\n\n"))
+	}
+	reasoning := []string{"The user ", "wants ", "módulo_1.py ", "edited: ", "replace ", `print("Hallo") `, "with ", "the ", `"Grüße" `, "line, ", `keeping C:\temp `, "paths.\n"}
+	content := []string{"I'll ", "update ", "`src/módulo_1.py` ", "and ", "then ", "run ", `"grep" `, "to ", "check ", "the ", "result ", "✓.\n"}
+	chunk(`{"role":"assistant","content":null,"reasoning_content":""}`, "null")
+	var rt, ct strings.Builder
+	for k := 0; k < reasoningDeltas; k++ {
+		w := reasoning[k%len(reasoning)]
+		rt.WriteString(w)
+		chunk(`{"content":null,"reasoning_content":`+jsonString(w)+`}`, "null")
+	}
+	for k := 0; k < contentDeltas; k++ {
+		w := content[k%len(content)]
+		ct.WriteString(w)
+		chunk(`{"content":`+jsonString(w)+`,"reasoning_content":null}`, "null")
+	}
+	call := func(i int, id, name, args string) int {
+		chunk(fmt.Sprintf(`{"tool_calls":[{"index":%d,"id":"%s","type":"function","function":{"name":"%s","arguments":""}}]}`, i, id, name), "null")
+		ps := pieces(args, 12)
+		for _, piece := range ps {
+			chunk(fmt.Sprintf(`{"tool_calls":[{"index":%d,"function":{"arguments":%s}}]}`, i, jsonString(piece)), "null")
+		}
+		return len(ps)
+	}
+	patch := `{"input":` + jsonString(escapeHeavyPatch(1, patchLines)) + `}`
+	exec := `{"cmd":` + jsonString(strings.Repeat(`grep -rn "naïve \"x\"" C:\\src | head; `, 40)) + `}`
+	np := call(0, "call_00_kw66qXbR4jVn1m8s", "apply_patch", patch)
+	ne := call(1, "call_01_Zp3tLq9wE2aYc7Hd", "exec_command", exec)
+	chunk(`{"content":"","reasoning_content":null}`, `"tool_calls"`)
+	evs = append(evs, []byte(`data: {"id":"0f9e4c1a-5b7d-4e21-9c3a-8d6f2b1e0a47","object":"chat.completion.chunk","created":1764400000,"model":"deepseek-v4-pro","system_fingerprint":"fp_8802369eaa_prod0820_fp8_kvcache","choices":[],"usage":{"prompt_tokens":41211,"completion_tokens":5120,"total_tokens":46331,"prompt_tokens_details":{"cached_tokens":40960},"completion_tokens_details":{"reasoning_tokens":900},"prompt_cache_hit_tokens":40960,"prompt_cache_miss_tokens":251}}`+"\n\n"))
+	evs = append(evs, []byte("data: [DONE]\n\n"))
+	bridgeText.reasoning, bridgeText.content, bridgeText.patch, bridgeText.exec = rt.String(), ct.String(), patch, exec
+	bridgeN.reasoning, bridgeN.content, bridgeN.patch, bridgeN.exec = reasoningDeltas, contentDeltas, np, ne
+	return evs
+}
+
+// checkBridged checks that B's answer is the Responses event stream the
+// benchmark assumes: every event named after its type, sequence numbers
+// from 0 without a gap, response.created and in_progress first, one delta
+// event per upstream delta, and response.completed, the only terminal
+// event, last, holding the reasoning (with its envelope), the message and
+// both calls with their exact arguments and call ids, and the usage.
+func checkBridged(b *testing.B, out []byte) int {
+	b.Helper()
+	evs := strings.Split(strings.TrimSuffix(string(out), "\n\n"), "\n\n")
+	count := map[string]int{}
+	var last gjson.Result
+	for i, e := range evs {
+		name, data, ok := strings.Cut(e, "\ndata: ")
+		typ := gjson.Get(data, "type").String()
+		if !ok || name != "event: "+typ || !gjson.Valid(data) {
+			b.Fatalf("B: event %d is not a named Responses event: %.200q", i, e)
+		}
+		if n := gjson.Get(data, "sequence_number"); n.Int() != int64(i) || !n.Exists() {
+			b.Fatalf("B: event %d (%s) has sequence_number %s", i, typ, n.Raw)
+		}
+		if want := []string{"response.created", "response.in_progress"}; i < 2 && typ != want[i] {
+			b.Fatalf("B: event %d is %s, want %s", i, typ, want[i])
+		}
+		count[typ]++
+		last = gjson.Parse(data)
+	}
+	if typ := last.Get("type").String(); typ != "response.completed" || count["response.completed"] != 1 || count["response.incomplete"]+count["response.failed"]+count["error"] != 0 {
+		b.Fatalf("B: the stream ends with %s; counts %v", typ, count)
+	}
+	for typ, want := range map[string]int{
+		"response.reasoning_text.delta":          bridgeN.reasoning,
+		"response.output_text.delta":             bridgeN.content,
+		"response.function_call_arguments.delta": bridgeN.patch + bridgeN.exec,
+		"response.output_item.added":             4,
+		"response.output_item.done":              4,
+	} {
+		if count[typ] != want {
+			b.Fatalf("B: %d %s events, want %d", count[typ], typ, want)
+		}
+	}
+	r := last.Get("response")
+	got := fmt.Sprint(r.Get("output.#.type").Value())
+	if got != "[reasoning message function_call function_call]" ||
+		r.Get("output.0.content.0.text").String() != bridgeText.reasoning ||
+		!strings.HasPrefix(r.Get("output.0.encrypted_content").String(), "llmt1.") ||
+		r.Get("output.1.content.0.text").String() != bridgeText.content ||
+		r.Get("output.2.arguments").String() != bridgeText.patch || r.Get("output.2.call_id").String() != "call_00_kw66qXbR4jVn1m8s" ||
+		r.Get("output.3.arguments").String() != bridgeText.exec || r.Get("output.3.call_id").String() != "call_01_Zp3tLq9wE2aYc7Hd" ||
+		r.Get("usage.input_tokens_details.cached_tokens").Int() != 40960 || r.Get("usage.output_tokens_details.reasoning_tokens").Int() != 900 {
+		b.Fatalf("B: response.completed does not hold what the upstream sent: output %s, usage %s", got, r.Get("usage").Raw)
+	}
+	return len(evs)
+}
+
+// BenchmarkBridgeStream: CPU of a Responses client's stream bridged from a
+// Chat upstream by responses_to_chat (B) over the CPU of the same Chat
+// stream passed through untouched to a Chat client (A): a ~2k-chunk
+// DeepSeek-style stream with reasoning, text, and two calls whose
+// escape-heavy arguments arrive in small pieces.
+func BenchmarkBridgeStream(b *testing.B) {
+	setupBridge(b)
+	// A forwards the upstream's bytes; B sends the upstream a Chat request
+	// on the Chat path and answers with Responses events.
+	if a := fetch(b, procA, chatPath, "chat", bridgeChatBody); !bytes.Equal(a, bytes.Join(chatEvs, nil)) {
+		b.Fatalf("A: the Chat stream did not pass through untouched (%d bytes, want %d)", len(a), len(bytes.Join(chatEvs, nil)))
+	}
+	resp := post(b, procBridge, responsesPath, "chat", bridgeResponsesBody, "X-Bench-Check")
+	out, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if resp.Header.Get("X-Saw-Chat") != "true" || resp.Header.Get("X-Saw-Path") != chatPath || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		b.Fatalf("B: the upstream got a Chat request: %s, on %s; content type %q", resp.Header.Get("X-Saw-Chat"), resp.Header.Get("X-Saw-Path"), resp.Header.Get("Content-Type"))
+	}
+	events := checkBridged(b, out)
+	one := func(p *proc) {
+		if p == procA {
+			fetch(b, p, chatPath, "chat", bridgeChatBody)
+		} else {
+			fetch(b, p, responsesPath, "chat", bridgeResponsesBody)
+		}
+	}
+	profile(b, "bridge", procA, procBridge, one)
+	b.ResetTimer()
+	ta, tb := measure(b, procA, procBridge, one)
+	b.StopTimer()
+	reportCPU(b, ta, tb)
+	b.ReportMetric(float64(tb)/float64(ta), "x_passthrough_cpu")
+	b.ReportMetric(float64(tb-ta)*1e6/ticksPerSecond/float64(b.N*len(chatEvs)), "added_us/chunk")
+	b.ReportMetric(float64(len(chatEvs)), "chunks")
+	b.ReportMetric(float64(events), "events_out")
+	b.ReportMetric(float64(len(out))/float64(len(bytes.Join(chatEvs, nil))), "x_bytes_out")
+}
+
 // BenchmarkRequest: the CPU B spends on a ~1 MB escape-heavy Codex-like
 // request beyond what A spends forwarding it, in units of one
 // gjson.ValidBytes pass over the same body timed here (thread CPU time).
@@ -536,22 +735,22 @@ func BenchmarkRequest(b *testing.B) {
 	setup(b)
 	doc, calls := escapeHeavyRequest(b)
 	for _, p := range []*proc{procA, procB} {
-		resp := post(b, p, "request", doc, "X-Bench-Check")
+		resp := post(b, p, responsesPath, "request", doc, "X-Bench-Check")
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if want := p == procA; resp.Header.Get("X-Saw-Custom") != strconv.FormatBool(want) {
 			b.Fatalf("%s: upstream saw custom tools: %s, want %v", p.name, resp.Header.Get("X-Saw-Custom"), want)
 		}
 	}
-	one := func(p *proc) { fetch(b, p, "request", doc) }
-	profile(b, "request", one)
+	one := func(p *proc) { fetch(b, p, responsesPath, "request", doc) }
+	profile(b, "request", procA, procB, one)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	// The baseline pass rides along with each B request so both share the
 	// loop measure drives; thread CPU time keeps it out of the processes'.
 	var valid time.Duration
 	b.ResetTimer()
-	ta, tb := measure(b, func(p *proc) {
+	ta, tb := measure(b, procA, procB, func(p *proc) {
 		one(p)
 		if p != procB {
 			return
@@ -593,7 +792,7 @@ func BenchmarkTTFB(b *testing.B) {
 	initStreams()
 	first := func(p *proc, extra ...string) time.Duration {
 		t0 := time.Now()
-		resp := post(b, p, "ttfb", streamBody, extra...)
+		resp := post(b, p, responsesPath, "ttfb", streamBody, extra...)
 		defer resp.Body.Close()
 		br := bufio.NewReaderSize(resp.Body, 64<<10)
 		if _, err := br.ReadByte(); err != nil {
@@ -614,7 +813,7 @@ func BenchmarkTTFB(b *testing.B) {
 		ga = append(ga, first(procA, "X-Bench-Gap"))
 		gb = append(gb, first(procB, "X-Bench-Gap"))
 	}
-	profile(b, "ttfb", func(p *proc) { first(p) })
+	profile(b, "ttfb", procA, procB, func(p *proc) { first(p) })
 	var da, db []time.Duration
 	a0, b0 := procA.cpu(b), procB.cpu(b)
 	b.ResetTimer()
@@ -706,7 +905,7 @@ func BenchmarkConcurrentMemory(b *testing.B) {
 			var wg sync.WaitGroup
 			for range concurrent {
 				wg.Go(func() {
-					req, _ := http.NewRequest(http.MethodPost, p.url+"/v1/responses", bytes.NewReader(doc))
+					req, _ := http.NewRequest(http.MethodPost, p.url+responsesPath, bytes.NewReader(doc))
 					req.Header.Set("Content-Type", "application/json")
 					req.Header.Set("X-Bench-Case", "request")
 					resp, err := client.Do(req)
