@@ -3,7 +3,9 @@ package transforms
 import (
 	"bytes"
 	"strconv"
+	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
@@ -135,15 +137,24 @@ func (b *bridgeOut) messageItem(dst, text []byte) []byte {
 func (b *bridgeOut) callID(i int) string { return "fc_" + b.rec.id + "_" + strconv.Itoa(i) }
 
 func (b *bridgeOut) callItem(dst []byte, i int, callID, name string, args []byte, status string) []byte {
+	return b.callItemEsc(dst, i, callID, name, jsonspan.AppendString(nil, args), status)
+}
+
+// callItemEsc is callItem with the arguments already a JSON string.
+func (b *bridgeOut) callItemEsc(dst []byte, i int, callID, name string, args []byte, status string) []byte {
 	if callID == "" {
 		callID = "call_" + b.rec.id + "_" + strconv.Itoa(i)
 	}
-	dst = append(dst, `{"id":"`+b.callID(i)+`","type":"function_call","status":"`+status+`","call_id":`...)
+	dst = append(dst, `{"id":"`...)
+	dst = append(dst, b.callID(i)...)
+	dst = append(dst, `","type":"function_call","status":"`...)
+	dst = append(dst, status...)
+	dst = append(dst, `","call_id":`...)
 	dst = jsonspan.AppendStringStr(dst, callID)
 	dst = append(dst, `,"name":`...)
 	dst = jsonspan.AppendStringStr(dst, name)
 	dst = append(dst, `,"arguments":`...)
-	dst = jsonspan.AppendString(dst, args)
+	dst = append(dst, args...)
 	return append(dst, '}')
 }
 
@@ -228,7 +239,7 @@ func (t *ResponsesToChat) NewStream(x *Exchange) StreamTransform {
 	if !rec.bridged {
 		return nil
 	}
-	return &chatToResponses{out: bridgeOut{t: t, rec: rec}, x: x, calls: map[int]*streamCall{}}
+	return &chatToResponses{out: bridgeOut{t: t, rec: rec}, x: x, calls: map[int]*streamCall{}, envelope: jsonspan.AppendStringStr(nil, reasoningEnvelope(t.Profile))}
 }
 
 // chatToResponses turns a Chat chunk stream into the Responses event
@@ -238,44 +249,62 @@ func (t *ResponsesToChat) NewStream(x *Exchange) StreamTransform {
 // done events only after finish_reason, and exactly one terminal event
 // once the stream ends, so the trailing usage chunk is in it. Events carry
 // a placeholder sequence_number the engine numbers.
+//
+// Text is never decoded: a delta's JSON string goes to the client as the
+// upstream escaped it, and an item's text is the concatenation of its
+// deltas' escaped contents, itself a valid JSON string. Each chunk is
+// walked once, and events are built in one reused buffer.
 type chatToResponses struct {
-	out     bridgeOut
-	x       *Exchange
-	started bool
-	ended   bool
-	created int64
-	next    int // the next output_index
+	out      bridgeOut
+	x        *Exchange
+	envelope []byte // the reasoning envelope, as a JSON string
+	started  bool
+	ended    bool
+	created  int64
+	next     int // the next output_index
 
 	// The open reasoning or message item, if any (at most one of them).
 	open     byte // 0, 'r' or 'm'
-	openIdx  int
-	openText []byte
+	openID   string
+	openIdx  string
+	openText []byte // escaped, without quotes
 
 	calls     map[int]*streamCall // by Chat tool call index
 	callOrder []int
-	items     [][]byte // finished items, in output order, for the final object
-	itemIdx   []int
+	items     [][]byte // finished items, for the final object
+	itemIdx   []int    // their output_index
 
 	finish string
 	usage  []byte
 	n      int // items opened, for their ids
+
+	buf []byte // the event being built
+	evt Event
 }
 
 type streamCall struct {
-	idx      int // output_index once added, else -1
+	idx      int    // output_index once announced, else -1
+	idxStr   string // idx, formatted
+	itemID   string
 	id, name string
-	args     []byte
-	pending  []byte // argument bytes before the call could be announced
+	args     []byte // escaped, without quotes
 	seq      int
 }
 
-func (s *chatToResponses) emit(emit Emit, b []byte) error {
-	return emit(&Event{Data: b})
+// begin starts an event of type typ, with its placeholder sequence number,
+// in the reused buffer.
+func (s *chatToResponses) begin(typ string) []byte {
+	b := append(s.buf[:0], `{"type":"`...)
+	b = append(b, typ...)
+	return append(b, `","sequence_number":0`...)
 }
 
-// ev starts an event of type typ with its placeholder sequence number.
-func ev(typ string) []byte {
-	return []byte(`{"type":"` + typ + `","sequence_number":0`)
+// send emits the event built in b. It lives in the reused buffer: stages
+// after this one copy what they keep.
+func (s *chatToResponses) send(emit Emit, b []byte) error {
+	s.buf = b
+	s.evt = Event{Data: b}
+	return emit(&s.evt)
 }
 
 func (s *chatToResponses) start(emit Emit) error {
@@ -287,16 +316,17 @@ func (s *chatToResponses) start(emit Emit) error {
 		s.created = time.Now().Unix()
 	}
 	for _, typ := range []string{"response.created", "response.in_progress"} {
-		b := ev(typ)
+		b := s.begin(typ)
 		b = append(b, `,"response":`...)
 		b = s.out.response(b, "in_progress", "", s.created, nil, nil, jsonspan.NoSpan())
-		if err := s.emit(emit, append(b, '}')); err != nil {
+		if err := s.send(emit, append(b, '}')); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// Event implements StreamTransform.
 func (s *chatToResponses) Event(e *Event, emit Emit) error {
 	d := bytes.TrimSpace(e.Data)
 	if s.ended {
@@ -308,125 +338,240 @@ func (s *chatToResponses) Event(e *Event, emit Emit) error {
 	if len(d) == 0 || d[0] != '{' {
 		return emit(e) // a comment or keep-alive
 	}
-	var f [4]jsonspan.Span
-	jsonspan.ObjectFields(d, 0, []string{"choices", "usage", "created", "error"}, f[:])
-	if f[3].Start >= 0 && d[f[3].Start] == '{' {
-		return s.fail(emit, d, f[3])
+	var err error
+	member := func(k jsonspan.Span, v int) int {
+		if err != nil {
+			return jsonspan.StopWalk
+		}
+		switch keyName(d, k) {
+		case "choices":
+			if d[v] != '[' {
+				break
+			}
+			if err = s.start(emit); err != nil {
+				return jsonspan.StopWalk
+			}
+			return jsonspan.WalkElements(d, v, func(c int) int {
+				if err != nil || d[c] != '{' {
+					return jsonspan.SkipValue(d, c)
+				}
+				var e int
+				e, err = s.choice(emit, d, c)
+				return e
+			})
+		case "created":
+			e := jsonspan.SkipValue(d, v)
+			if e > v && !s.started {
+				s.created, _ = strconv.ParseInt(string(d[v:e]), 10, 64)
+			}
+			return e
+		case "usage":
+			e := jsonspan.SkipValue(d, v)
+			if e > v && d[v] == '{' {
+				s.usage = append(s.usage[:0], d[v:e]...)
+			}
+			return e
+		case "error":
+			e := jsonspan.SkipValue(d, v)
+			if e > v && d[v] == '{' {
+				err = s.fail(emit, d, jsonspan.Span{Start: v, End: e})
+				return jsonspan.StopWalk
+			}
+			return e
+		}
+		return jsonspan.SkipValue(d, v)
 	}
-	if !s.started && f[2].Start >= 0 {
-		s.created, _ = strconv.ParseInt(string(d[f[2].Start:f[2].End]), 10, 64)
+	var end int
+	if at, ok := s.skipHead(d); ok {
+		end = jsonspan.WalkMembersAt(d, at, member)
+	} else {
+		end = jsonspan.WalkMembers(d, 0, member)
 	}
-	if err := s.start(emit); err != nil {
+	switch {
+	case err != nil:
 		return err
-	}
-	if f[1].Start >= 0 && d[f[1].Start] == '{' {
-		s.usage = append(s.usage[:0], d[f[1].Start:f[1].End]...)
-	}
-	if f[0].Start < 0 || d[f[0].Start] != '[' {
+	case s.ended:
+		return nil // an error chunk ended it
+	case end < 0:
+		s.x.Decide("stream", "skip", "an upstream chunk that is not valid JSON")
 		return nil
 	}
-	var err error
-	jsonspan.EachElement(d, f[0].Start, func(c jsonspan.Span) bool {
-		var g [3]jsonspan.Span
-		jsonspan.ObjectFields(d, c.Start, []string{"delta", "finish_reason", "index"}, g[:])
-		if g[2].Start >= 0 && string(d[g[2].Start:g[2].End]) != "0" {
-			return true // a Responses object holds one answer
-		}
-		if delta := g[0]; delta.Start >= 0 && d[delta.Start] == '{' {
-			if err = s.delta(emit, d, delta); err != nil {
-				return false
+	return s.start(emit)
+}
+
+// chunkHead is how every chunk OpenAI and its imitators send begins:
+// flat members (id, object, created, model, system_fingerprint), then
+// choices.
+var choicesKey = []byte(`"choices":`)
+
+// skipHead finds the choices member of a chunk whose members before it are
+// flat scalars, as they are in every provider's chunks, reading created
+// from them, so that their strings are not walked one by one. A quote
+// inside a string is escaped, so the bytes "choices": only occur as a key;
+// a head with anything nested, or with usage or error, takes the full walk.
+func (s *chatToResponses) skipHead(d []byte) (int, bool) {
+	at := bytes.Index(d, choicesKey)
+	if at < 0 {
+		return 0, false
+	}
+	head := d[1:at]
+	if bytes.IndexAny(head, "{[") >= 0 || bytes.Contains(head, []byte(`"usage"`)) || bytes.Contains(head, []byte(`"error"`)) {
+		return 0, false
+	}
+	if !s.started {
+		if c := bytes.Index(head, []byte(`"created":`)); c >= 0 {
+			v := jsonspan.SkipSpace(head, c+len(`"created":`))
+			e := v
+			for e < len(head) && head[e] >= '0' && head[e] <= '9' {
+				e++
 			}
+			s.created, _ = strconv.ParseInt(string(head[v:e]), 10, 64)
 		}
-		if fr, ok := jsonspan.StringValue(d, g[1]); ok && fr != "" {
-			s.finish = fr
-			err = s.settle(emit)
+	}
+	return at, true
+}
+
+// keyName is a member's key as a string for a switch: the bytes
+// themselves, unescaped only when they hold an escape.
+func keyName(d []byte, k jsonspan.Span) string {
+	raw := d[k.Start+1 : k.End-1]
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		return string(jsonspan.Unescape(nil, raw))
+	}
+	return unsafeString(raw)
+}
+
+// choice handles one choice of a chunk, in one walk: only the first
+// choice counts, as a Responses object holds one answer.
+func (s *chatToResponses) choice(emit Emit, d []byte, c int) (int, error) {
+	var err error
+	skip := false
+	end := jsonspan.WalkMembers(d, c, func(k jsonspan.Span, v int) int {
+		if err != nil {
+			return jsonspan.StopWalk
 		}
-		return err == nil
+		switch name := keyName(d, k); {
+		case name == "index":
+			e := jsonspan.SkipValue(d, v)
+			skip = e > v && string(d[v:e]) != "0"
+			return e
+		case name == "delta" && d[v] == '{' && !skip:
+			var e int
+			e, err = s.delta(emit, d, v)
+			return e
+		case name == "finish_reason" && d[v] == '"' && !skip:
+			e := jsonspan.SkipValue(d, v)
+			if fr, ok := jsonspan.StringValue(d, jsonspan.Span{Start: v, End: e}); ok && fr != "" {
+				s.finish = fr
+				err = s.settle(emit)
+			}
+			return e
+		}
+		return jsonspan.SkipValue(d, v)
 	})
-	return err
+	if err != nil {
+		return -1, err
+	}
+	return end, nil
 }
 
 // delta handles one choice delta: reasoning, text and tool call pieces.
-func (s *chatToResponses) delta(emit Emit, d []byte, delta jsonspan.Span) error {
-	var f [4]jsonspan.Span
-	jsonspan.ObjectFields(d, delta.Start, []string{"reasoning_content", "reasoning", "content", "tool_calls"}, f[:])
-	r := f[0]
-	if r.Start < 0 || d[r.Start] != '"' {
-		r = f[1]
-	}
-	if text := stringBytes(d, r); len(text) > 0 {
-		if err := s.text(emit, 'r', text); err != nil {
-			return err
+func (s *chatToResponses) delta(emit Emit, d []byte, v int) (int, error) {
+	var err error
+	end := jsonspan.WalkMembers(d, v, func(k jsonspan.Span, v int) int {
+		if err != nil {
+			return jsonspan.StopWalk
 		}
-	}
-	if text := stringBytes(d, f[2]); len(text) > 0 {
-		if err := s.text(emit, 'm', text); err != nil {
-			return err
+		e := jsonspan.SkipValue(d, v)
+		if e < 0 {
+			return e
 		}
+		switch name := keyName(d, k); {
+		case d[v] == '"' && (name == "reasoning_content" || name == "reasoning"):
+			if e-v > 2 {
+				err = s.text(emit, 'r', d[v+1:e-1])
+			}
+		case d[v] == '"' && name == "content":
+			if e-v > 2 {
+				err = s.text(emit, 'm', d[v+1:e-1])
+			}
+		case d[v] == '[' && name == "tool_calls":
+			jsonspan.EachElement(d, v, func(el jsonspan.Span) bool {
+				err = s.callDelta(emit, d, el)
+				return err == nil
+			})
+		}
+		return e
+	})
+	if err != nil {
+		return -1, err
 	}
-	if tc := f[3]; tc.Start >= 0 && d[tc.Start] == '[' {
-		var err error
-		jsonspan.EachElement(d, tc.Start, func(el jsonspan.Span) bool {
-			err = s.callDelta(emit, d, el)
-			return err == nil
-		})
-		return err
-	}
-	return nil
+	return end, nil
 }
 
-// text adds reasoning ('r') or message ('m') text, opening its item and
-// closing the other kind first.
-func (s *chatToResponses) text(emit Emit, kind byte, text []byte) error {
+// text adds reasoning ('r') or message ('m') text, escaped as the upstream
+// wrote it, opening its item and closing the other kind first.
+func (s *chatToResponses) text(emit Emit, kind byte, esc []byte) error {
 	if s.open != kind {
 		if err := s.closeOpen(emit); err != nil {
 			return err
 		}
-		s.open, s.openIdx, s.openText = kind, s.next, s.openText[:0]
-		s.next++
 		s.n++
-		b := ev("response.output_item.added")
-		b = append(b, `,"output_index":`+strconv.Itoa(s.openIdx)+`,"item":`...)
+		s.open, s.openText = kind, s.openText[:0]
+		s.openIdx = strconv.Itoa(s.next)
+		s.next++
+		prefix := "msg_"
+		if kind == 'r' {
+			prefix = "rs_"
+		}
+		s.openID = prefix + s.out.rec.id + "_" + strconv.Itoa(s.n)
+		b := s.begin("response.output_item.added")
+		b = append(b, `,"output_index":`...)
+		b = append(b, s.openIdx...)
+		b = append(b, `,"item":{"id":"`...)
+		b = append(b, s.openID...)
 		part := `{"type":"output_text","text":"","annotations":[],"logprobs":[]}`
 		if kind == 'r' {
-			b = append(b, `{"id":"`+s.itemID(kind)+`","type":"reasoning","summary":[],"content":[],"encrypted_content":`...)
-			b = jsonspan.AppendStringStr(b, reasoningEnvelope(s.out.t.Profile))
-			b = append(b, '}')
+			b = append(b, `","type":"reasoning","summary":[],"content":[],"encrypted_content":`...)
+			b = append(b, s.envelope...)
+			b = append(b, "}}"...)
 			part = `{"type":"reasoning_text","text":""}`
 		} else {
-			b = append(b, `{"id":"`+s.itemID(kind)+`","type":"message","status":"in_progress","role":"assistant","content":[]}`...)
+			b = append(b, `","type":"message","status":"in_progress","role":"assistant","content":[]}}`...)
 		}
-		if err := s.emit(emit, append(b, '}')); err != nil {
+		if err := s.send(emit, b); err != nil {
 			return err
 		}
-		b = ev("response.content_part.added")
-		b = append(b, `,"item_id":"`+s.itemID(kind)+`","output_index":`+strconv.Itoa(s.openIdx)+`,"content_index":0,"part":`+part+`}`...)
-		if err := s.emit(emit, b); err != nil {
+		b = s.begin("response.content_part.added")
+		b = s.itemRef(b, s.openID, s.openIdx)
+		b = append(b, `,"content_index":0,"part":`...)
+		b = append(b, part...)
+		if err := s.send(emit, append(b, '}')); err != nil {
 			return err
 		}
 	}
-	s.openText = append(s.openText, text...)
+	s.openText = append(s.openText, esc...)
 	typ := "response.output_text.delta"
 	if kind == 'r' {
 		typ = "response.reasoning_text.delta"
 	}
-	b := ev(typ)
-	b = append(b, `,"item_id":"`+s.itemID(kind)+`","output_index":`+strconv.Itoa(s.openIdx)+`,"content_index":0,"delta":`...)
-	b = jsonspan.AppendString(b, text)
+	b := s.begin(typ)
+	b = s.itemRef(b, s.openID, s.openIdx)
+	b = append(b, `,"content_index":0,"delta":"`...)
+	b = append(b, esc...)
+	b = append(b, '"')
 	if kind == 'm' {
 		b = append(b, `,"logprobs":[]`...)
 	}
-	return s.emit(emit, append(b, '}'))
+	return s.send(emit, append(b, '}'))
 }
 
-// itemID is the id of the open item of a kind: ids are per item, so a
-// reasoning item that opens again after text gets a new one.
-func (s *chatToResponses) itemID(kind byte) string {
-	p := "msg_"
-	if kind == 'r' {
-		p = "rs_"
-	}
-	return p + s.out.rec.id + "_" + strconv.Itoa(s.n)
+// itemRef writes an event's item_id and output_index.
+func (s *chatToResponses) itemRef(b []byte, id, idx string) []byte {
+	b = append(b, `,"item_id":"`...)
+	b = append(b, id...)
+	b = append(b, `","output_index":`...)
+	return append(b, idx...)
 }
 
 // closeOpen finishes the open reasoning or message item.
@@ -434,48 +579,55 @@ func (s *chatToResponses) closeOpen(emit Emit) error {
 	if s.open == 0 {
 		return nil
 	}
-	kind, id, idx := s.open, s.itemID(s.open), strconv.Itoa(s.openIdx)
+	kind := s.open
 	s.open = 0
-	text := jsonspan.AppendString(nil, s.openText)
 	doneTyp, partTyp := "response.output_text.done", "output_text"
 	if kind == 'r' {
 		doneTyp, partTyp = "response.reasoning_text.done", "reasoning_text"
 	}
-	b := ev(doneTyp)
-	b = append(b, `,"item_id":"`+id+`","output_index":`+idx+`,"content_index":0,"text":`...)
-	b = append(append(b, text...), '}')
-	if err := s.emit(emit, b); err != nil {
+	b := s.begin(doneTyp)
+	b = s.itemRef(b, s.openID, s.openIdx)
+	b = append(b, `,"content_index":0,"text":"`...)
+	b = append(b, s.openText...)
+	if err := s.send(emit, append(b, `"}`...)); err != nil {
 		return err
 	}
-	part := []byte(`{"type":"` + partTyp + `","text":`)
-	part = append(part, text...)
+	part := []byte(`{"type":"` + partTyp + `","text":"`)
+	part = append(part, s.openText...)
+	part = append(part, '"')
 	if kind == 'm' {
 		part = append(part, `,"annotations":[],"logprobs":[]`...)
 	}
 	part = append(part, '}')
-	b = ev("response.content_part.done")
-	b = append(b, `,"item_id":"`+id+`","output_index":`+idx+`,"content_index":0,"part":`...)
-	b = append(append(b, part...), '}')
-	if err := s.emit(emit, b); err != nil {
+	b = s.begin("response.content_part.done")
+	b = s.itemRef(b, s.openID, s.openIdx)
+	b = append(b, `,"content_index":0,"part":`...)
+	b = append(b, part...)
+	if err := s.send(emit, append(b, '}')); err != nil {
 		return err
 	}
-	var item []byte
+	item := make([]byte, 0, len(part)+len(s.envelope)+128)
+	item = append(item, `{"id":"`...)
+	item = append(item, s.openID...)
 	if kind == 'r' {
-		item = append(item, `{"id":"`+id+`","type":"reasoning","summary":[],"content":[`...)
+		item = append(item, `","type":"reasoning","summary":[],"content":[`...)
 		item = append(item, part...)
 		item = append(item, `],"encrypted_content":`...)
-		item = jsonspan.AppendStringStr(item, reasoningEnvelope(s.out.t.Profile))
+		item = append(item, s.envelope...)
 		item = append(item, '}')
 	} else {
-		item = append(item, `{"id":"`+id+`","type":"message","status":"completed","role":"assistant","content":[`...)
+		item = append(item, `","type":"message","status":"completed","role":"assistant","content":[`...)
 		item = append(item, part...)
 		item = append(item, "]}"...)
 	}
-	s.items, s.itemIdx = append(s.items, item), append(s.itemIdx, s.openIdx)
-	b = ev("response.output_item.done")
-	b = append(b, `,"output_index":`+idx+`,"item":`...)
-	b = append(append(b, item...), '}')
-	return s.emit(emit, b)
+	idx, _ := strconv.Atoi(s.openIdx)
+	s.items, s.itemIdx = append(s.items, item), append(s.itemIdx, idx)
+	b = s.begin("response.output_item.done")
+	b = append(b, `,"output_index":`...)
+	b = append(b, s.openIdx...)
+	b = append(b, `,"item":`...)
+	b = append(b, item...)
+	return s.send(emit, append(b, '}'))
 }
 
 // callDelta handles one tool_calls fragment, keyed by its index: the call
@@ -493,20 +645,22 @@ func (s *chatToResponses) callDelta(emit Emit, d []byte, el jsonspan.Span) error
 		s.calls[key] = c
 		s.callOrder = append(s.callOrder, key)
 	}
-	if id, ok := jsonspan.StringValue(d, f[1]); ok && id != "" && c.id == "" {
-		c.id = id
+	if f[1].Start >= 0 && c.id == "" {
+		c.id, _ = jsonspan.StringValue(d, f[1])
 	}
-	var args []byte
+	var args []byte // escaped, without quotes
 	if fn := f[2]; fn.Start >= 0 && d[fn.Start] == '{' {
 		var g [2]jsonspan.Span
 		jsonspan.ObjectFields(d, fn.Start, []string{"name", "arguments"}, g[:])
 		if name, ok := jsonspan.StringValue(d, g[0]); ok && name != "" {
 			c.name += name // some upstreams stream the name in pieces
 		}
-		args = stringBytes(d, g[1])
+		if a := g[1]; a.Start >= 0 && d[a.Start] == '"' {
+			args = d[a.Start+1 : a.End-1]
+		}
 	}
 	if c.idx < 0 {
-		c.pending = append(c.pending, args...)
+		c.args = append(c.args, args...)
 		if c.name == "" {
 			return nil // not announced before the name is known
 		}
@@ -514,23 +668,29 @@ func (s *chatToResponses) callDelta(emit Emit, d []byte, el jsonspan.Span) error
 			return err
 		}
 		c.idx = s.next
+		c.idxStr = strconv.Itoa(c.idx)
+		c.itemID = s.out.callID(c.idx)
 		s.next++
-		b := ev("response.output_item.added")
-		b = append(b, `,"output_index":`+strconv.Itoa(c.idx)+`,"item":`...)
-		b = s.out.callItem(b, c.idx, s.callIDOf(c), c.name, nil, "in_progress")
-		if err := s.emit(emit, append(b, '}')); err != nil {
+		b := s.begin("response.output_item.added")
+		b = append(b, `,"output_index":`...)
+		b = append(b, c.idxStr...)
+		b = append(b, `,"item":`...)
+		b = s.out.callItemEsc(b, c.idx, s.callIDOf(c), c.name, []byte(`""`), "in_progress")
+		if err := s.send(emit, append(b, '}')); err != nil {
 			return err
 		}
-		args, c.pending = c.pending, nil
+		args = c.args // what came before the name, and this piece
+	} else {
+		c.args = append(c.args, args...)
 	}
 	if len(args) == 0 {
 		return nil
 	}
-	c.args = append(c.args, args...)
-	b := ev("response.function_call_arguments.delta")
-	b = append(b, `,"item_id":"`+s.out.callID(c.idx)+`","output_index":`+strconv.Itoa(c.idx)+`,"delta":`...)
-	b = jsonspan.AppendString(b, args)
-	return s.emit(emit, append(b, '}'))
+	b := s.begin("response.function_call_arguments.delta")
+	b = s.itemRef(b, c.itemID, c.idxStr)
+	b = append(b, `,"delta":"`...)
+	b = append(b, args...)
+	return s.send(emit, append(b, `"}`...))
 }
 
 func (s *chatToResponses) callIDOf(c *streamCall) string {
@@ -566,19 +726,24 @@ func (s *chatToResponses) settle(emit Emit) error {
 		if len(c.args) == 0 {
 			c.args = append(c.args, "{}"...)
 		}
-		b := ev("response.function_call_arguments.done")
-		b = append(b, `,"item_id":"`+s.out.callID(c.idx)+`","output_index":`+strconv.Itoa(c.idx)+`,"name":`...)
+		args := make([]byte, 0, len(c.args)+2)
+		args = append(append(append(args, '"'), c.args...), '"')
+		b := s.begin("response.function_call_arguments.done")
+		b = s.itemRef(b, c.itemID, c.idxStr)
+		b = append(b, `,"name":`...)
 		b = jsonspan.AppendStringStr(b, c.name)
 		b = append(b, `,"arguments":`...)
-		b = jsonspan.AppendString(b, c.args)
-		if err := s.emit(emit, append(b, '}')); err != nil {
+		b = append(b, args...)
+		if err := s.send(emit, append(b, '}')); err != nil {
 			return err
 		}
-		item := s.out.callItem(nil, c.idx, s.callIDOf(c), c.name, c.args, "completed")
+		item := s.out.callItemEsc(nil, c.idx, s.callIDOf(c), c.name, args, "completed")
 		s.items, s.itemIdx = append(s.items, item), append(s.itemIdx, c.idx)
-		b = ev("response.output_item.done")
-		b = append(b, `,"output_index":`+strconv.Itoa(c.idx)+`,"item":`...)
-		if err := s.emit(emit, append(append(b, item...), '}')); err != nil {
+		b = s.begin("response.output_item.done")
+		b = append(b, `,"output_index":`...)
+		b = append(b, c.idxStr...)
+		b = append(b, `,"item":`...)
+		if err := s.send(emit, append(append(b, item...), '}')); err != nil {
 			return err
 		}
 	}
@@ -618,14 +783,14 @@ func (s *chatToResponses) terminal(emit Emit) error {
 	if status == "incomplete" {
 		typ = "response.incomplete"
 	}
-	b := ev(typ)
-	b = append(b, `,"response":`...)
 	u := jsonspan.NoSpan()
 	if len(s.usage) > 0 {
 		u = jsonspan.Span{Start: 0, End: len(s.usage)}
 	}
+	b := s.begin(typ)
+	b = append(b, `,"response":`...)
 	b = s.out.response(b, status, reason, s.created, s.ordered(), s.usage, u)
-	return s.emit(emit, append(b, '}'))
+	return s.send(emit, append(b, '}'))
 }
 
 // fail turns an upstream error chunk into response.failed.
@@ -635,7 +800,7 @@ func (s *chatToResponses) fail(emit Emit, d []byte, e jsonspan.Span) error {
 	if code == "" {
 		code = "server_error"
 	}
-	if bytes.Contains(bytes.ToLower([]byte(msg)), []byte("context length")) || bytes.Contains(bytes.ToLower([]byte(msg)), []byte("maximum context")) {
+	if lower := strings.ToLower(msg); strings.Contains(lower, "context length") || strings.Contains(lower, "maximum context") {
 		code = "context_length_exceeded"
 	}
 	return s.failWith(emit, code, msg)
@@ -657,20 +822,23 @@ func (s *chatToResponses) failWith(emit Emit, code, msg string) error {
 	s.calls, s.callOrder = map[int]*streamCall{}, nil
 	s.ended = true
 	s.x.streamErr = code
-	b := ev("response.failed")
-	b = append(b, `,"response":`...)
 	r := s.out.response(nil, "failed", "", s.created, s.ordered(), nil, jsonspan.NoSpan())
 	// The error goes where the object says null.
-	e := []byte(`{"code":`)
+	e := []byte(`"error":{"code":`)
 	e = jsonspan.AppendStringStr(e, code)
 	e = append(e, `,"message":`...)
 	e = jsonspan.AppendStringStr(e, msg)
 	e = append(e, '}')
-	r = bytes.Replace(r, []byte(`"error":null`), append([]byte(`"error":`), e...), 1)
+	r = bytes.Replace(r, []byte(`"error":null`), e, 1)
+	b := s.begin("response.failed")
+	b = append(b, `,"response":`...)
 	b = append(b, r...)
-	return s.emit(emit, append(b, '}'))
+	return s.send(emit, append(b, '}'))
 }
 
 // End implements StreamTransform: a stream that ends without [DONE] still
 // gets its terminal event.
 func (s *chatToResponses) End(emit Emit) error { return s.terminal(emit) }
+
+// unsafeString views b as a string for a comparison that does not keep it.
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

@@ -256,6 +256,13 @@ func WalkMembers(doc []byte, start int, fn func(key Span, value int) int) int {
 	if i < len(doc) && doc[i] == '}' {
 		return i + 1
 	}
+	return WalkMembersAt(doc, i, fn)
+}
+
+// WalkMembersAt is WalkMembers from the member whose key starts at i,
+// inside an object, to the object's end: a caller that found a member
+// without parsing the ones before it walks the rest.
+func WalkMembersAt(doc []byte, i int, fn func(key Span, value int) int) int {
 	for i < len(doc) {
 		if doc[i] != '"' {
 			return -1
