@@ -115,9 +115,40 @@ type Provider struct {
 	// Default: "{}".
 	CallArguments string
 
+	// Thinking makes the provider a Chat-only provider in thinking mode,
+	// as strict as DeepSeek V4 (DeepSeek) or Kimi K2 (Kimi) are, and
+	// stricter where a gateway's mistake would go unnoticed:
+	//   - only POST …/chat/completions; …/responses is a 404;
+	//   - members Chat does not know are refused ("Unrecognized request
+	//     argument supplied: input"), and so are models the provider does
+	//     not serve (DeepSeek "Model Not Exist", Kimi a 404);
+	//   - thinking is on unless thinking:{type:"disabled"}; while it is,
+	//     every assistant message with tool_calls must carry
+	//     reasoning_content, else DeepSeek's 400 MsgDeepSeekReasoning or
+	//     Kimi's MsgKimiReasoningTmpl with code 20015;
+	//   - at most one system message, and only first (MsgSystemFirst);
+	//   - the tool messages right after an assistant message with
+	//     tool_calls answer each of its calls, and no tool message stands
+	//     anywhere else (MsgToolUnanswered, MsgToolOrphan);
+	//   - messages and tool calls with members their role does not have
+	//     are refused, as serde refuses unknown fields;
+	//   - Kimi: a history call's id must be Kimi's functions.<name>:<n>;
+	//   - tools as Strict checks them.
+	// It answers with Turns; Reply still takes over when set. Refusals
+	// come in the provider's error shape.
+	Thinking Thinking
+
+	// Turns script a thinking provider's conversation: a request holding
+	// k assistant tool-call messages gets Turns[k], streamed as the
+	// providers do (reasoning_content deltas, content deltas, tool_calls
+	// deltas, finish_reason, a usage-only chunk when asked for, [DONE]).
+	// A request past the script is a 400 that says so.
+	Turns []Turn
+
 	mu     sync.Mutex
 	served int      // requests received, for unique and predictable ids
 	log    [][]byte // the last LogSize bodies, oldest first
+	issued []string // tool call ids a thinking provider made, in order
 }
 
 // Requests returns copies of the last LogSize request bodies received on
@@ -189,6 +220,10 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path), "", "")
 		return
 	}
+	if p.Thinking != "" && api != apiChat {
+		(&thinkingError{status: http.StatusNotFound, message: "Not Found: " + r.Method + " " + r.URL.Path + " (this provider speaks Chat Completions only)"}).write(w, p.Thinking)
+		return
+	}
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
@@ -209,6 +244,17 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req := gjson.ParseBytes(body)
 
+	if p.Thinking != "" {
+		switch rej := rejectThinking(req, p.Thinking); {
+		case rej != nil:
+			rej.write(w, p.Thinking)
+		case p.Reply != nil:
+			p.Reply(w, req)
+		default:
+			p.replyThinking(w, req, n, len(body))
+		}
+		return
+	}
 	reject := rejectChat
 	if api == apiResponses {
 		reject = rejectResponses
@@ -550,13 +596,7 @@ func (p *Provider) planChat(req gjson.Result) script {
 
 // arguments encodes {"input": Patch} the way a model writes it, without
 // Go's HTML escaping.
-func (p *Provider) arguments() string {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(map[string]string{"input": p.patch()})
-	return strings.TrimSuffix(buf.String(), "\n")
-}
+func (p *Provider) arguments() string { return PatchArguments(p.patch()) }
 
 // splitBytes cuts s into pieces of about size bytes, moving each cut back
 // to a UTF-8 character boundary so every piece stays valid JSON text.
