@@ -415,7 +415,7 @@ func (s *chatToResponses) skipHead(d []byte) (int, bool) {
 		return 0, false
 	}
 	head := d[1:at]
-	if bytes.IndexAny(head, "{[") >= 0 || bytes.Contains(head, []byte(`"usage"`)) || bytes.Contains(head, []byte(`"error"`)) {
+	if bytes.ContainsAny(head, "{[") || bytes.Contains(head, []byte(`"usage"`)) || bytes.Contains(head, []byte(`"error"`)) {
 		return 0, false
 	}
 	if !s.started {
