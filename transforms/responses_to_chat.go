@@ -68,22 +68,32 @@ type bridgeKnobs struct {
 	maxField  string
 	maxTokens int
 	reasoning string
-	// effort writes the Chat fields for a Responses reasoning effort.
+	// effort writes the Chat fields for a Responses reasoning effort
+	// ("" when the client sent none).
 	effort func(dst []byte, effort string) []byte
+	// streamThinking: the provider thinks only on streams and refuses a
+	// non-streaming call with thinking on (DashScope).
+	streamThinking bool
 	// verbosity: the provider takes OpenAI's verbosity field.
 	verbosity bool
 }
 
 func effortField(dst []byte, effort string) []byte {
+	if effort == "" {
+		return dst
+	}
 	dst = append(dst, `,"reasoning_effort":`...)
 	return jsonspan.AppendStringStr(dst, effort)
 }
 
 // thinkingSwitch is the providers' thinking:{type} knob: "none" turns
-// thinking off, anything else on.
+// thinking off, another effort on.
 func thinkingSwitch(on string) func([]byte, string) []byte {
 	return func(dst []byte, effort string) []byte {
-		if effort == "none" {
+		switch effort {
+		case "":
+			return dst
+		case "none":
 			return append(dst, `,"thinking":{"type":"disabled"}`...)
 		}
 		return append(dst, `,"thinking":{"type":"`+on+`"}`...)
@@ -101,6 +111,8 @@ var bridgeProfiles = map[string]bridgeKnobs{
 	// and thinking is on unless switched off; effort is high or max.
 	"deepseek": {maxField: "max_tokens", maxTokens: 32768, reasoning: "replay", effort: func(dst []byte, effort string) []byte {
 		switch effort {
+		case "":
+			return dst
 		case "none":
 			return append(dst, `,"thinking":{"type":"disabled"}`...)
 		case "xhigh", "max":
@@ -116,8 +128,18 @@ var bridgeProfiles = map[string]bridgeKnobs{
 		}
 		return dst
 	}},
-	"glm": {maxField: "max_tokens", maxTokens: 32768, reasoning: "strip", effort: thinkingSwitch("enabled")},
-	"qwen": {maxField: "max_tokens", maxTokens: 32768, reasoning: "strip", effort: func(dst []byte, effort string) []byte {
+	// GLM drops earlier turns' reasoning unless clear_thinking is false
+	// ("preserved thinking"); then it wants it back, complete and in order.
+	"glm": {maxField: "max_tokens", maxTokens: 32768, reasoning: "replay", effort: func(dst []byte, effort string) []byte {
+		if effort == "none" {
+			return append(dst, `,"thinking":{"type":"disabled"}`...)
+		}
+		return append(dst, `,"thinking":{"type":"enabled","clear_thinking":false}`...)
+	}},
+	"qwen": {maxField: "max_tokens", maxTokens: 32768, reasoning: "strip", streamThinking: true, effort: func(dst []byte, effort string) []byte {
+		if effort == "" {
+			return dst
+		}
 		return append(dst, `,"enable_thinking":`+strconv.FormatBool(effort != "none")...)
 	}},
 	// MiniMax keeps thinking apart from content only when asked to.

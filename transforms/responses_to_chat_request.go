@@ -113,7 +113,12 @@ func (t *ResponsesToChat) RewriteRequest(x *Exchange, body []byte) ([]byte, erro
 	case k.maxTokens > 0:
 		out = append(out, `,"`+k.maxField+`":`+strconv.Itoa(k.maxTokens)...)
 	}
-	if effort, ok := jsonspan.StringValue(body, fields.effort); ok && effort != "" && k.effort != nil {
+	stream := fields.stream.Start >= 0 && string(body[fields.stream.Start:fields.stream.End]) == "true"
+	effort, _ := jsonspan.StringValue(body, fields.effort)
+	switch {
+	case k.streamThinking && !stream:
+		out = append(out, `,"enable_thinking":false`...) // refused without a stream
+	case k.effort != nil:
 		out = k.effort(out, effort)
 	}
 	if fields.format.Start >= 0 && body[fields.format.Start] == '{' {
@@ -505,9 +510,12 @@ func (b *chatBuild) contentImages(doc []byte, c jsonspan.Span) (string, []byte, 
 	var parts, imgs []byte
 	images := false
 	jsonspan.EachElement(doc, c.Start, func(p jsonspan.Span) bool {
-		var g [4]jsonspan.Span
-		jsonspan.ObjectFields(doc, p.Start, []string{"type", "text", "image_url", "detail"}, g[:])
+		var g [5]jsonspan.Span
+		jsonspan.ObjectFields(doc, p.Start, []string{"type", "text", "image_url", "detail", "refusal"}, g[:])
 		typ, _ := jsonspan.StringValue(doc, g[0])
+		if typ == "refusal" {
+			g[1] = g[4]
+		}
 		if len(parts) > 0 {
 			parts = append(parts, ',')
 		}

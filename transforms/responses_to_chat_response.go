@@ -50,12 +50,19 @@ func (t *ResponsesToChat) RewriteResponse(x *Exchange, body []byte) ([]byte, err
 		if msg.Start < 0 || body[msg.Start] != '{' {
 			return false
 		}
-		var h [4]jsonspan.Span
-		jsonspan.ObjectFields(body, msg.Start, []string{"content", "reasoning_content", "reasoning", "tool_calls"}, h[:])
+		var h [5]jsonspan.Span
+		jsonspan.ObjectFields(body, msg.Start, []string{"content", "reasoning_content", "reasoning", "tool_calls", "reasoning_details"}, h[:])
 		m.content = stringBytes(body, h[0])
 		m.reasoning = stringBytes(body, h[1])
 		if len(m.reasoning) == 0 {
 			m.reasoning = stringBytes(body, h[2])
+		}
+		if d := h[4]; len(m.reasoning) == 0 && d.Start >= 0 && body[d.Start] == '[' {
+			// MiniMax, asked for reasoning_split, answers in these.
+			jsonspan.EachElement(body, d.Start, func(el jsonspan.Span) bool {
+				m.reasoning = append(m.reasoning, stringBytes(body, jsonspan.Lookup(body, el.Start, "text"))...)
+				return true
+			})
 		}
 		if h[3].Start >= 0 && body[h[3].Start] == '[' {
 			jsonspan.EachElement(body, h[3].Start, func(tc jsonspan.Span) bool {
@@ -76,17 +83,25 @@ func (t *ResponsesToChat) RewriteResponse(x *Exchange, body []byte) ([]byte, err
 		return false // the first choice: a Responses object has one answer
 	})
 	b := bridgeOut{t: t, rec: rec}
+	status, reason := finishStatus(m.finish)
 	var items [][]byte
 	if len(m.reasoning) > 0 {
 		items = append(items, b.reasoningItem(nil, m.reasoning))
 	}
 	if len(m.content) > 0 {
-		items = append(items, b.messageItem(nil, m.content))
+		items = append(items, b.messageItem(nil, m.content, status))
 	}
 	for i, c := range m.calls {
+		if status == "incomplete" {
+			// Cut short: never delivered as if it were whole.
+			x.Decide(c.name, "drop_partial_call", "finish_reason "+m.finish+" cut the call short")
+			continue
+		}
+		if len(c.args) == 0 {
+			c.args = []byte("{}")
+		}
 		items = append(items, b.callItem(nil, i, c.id, c.name, c.args, "completed"))
 	}
-	status, reason := finishStatus(m.finish)
 	created := int64(0)
 	if f[2].Start >= 0 {
 		created, _ = strconv.ParseInt(string(body[f[2].Start:f[2].End]), 10, 64)
@@ -128,8 +143,8 @@ func (b *bridgeOut) reasoningItem(dst, text []byte) []byte {
 	return append(dst, '}')
 }
 
-func (b *bridgeOut) messageItem(dst, text []byte) []byte {
-	dst = append(dst, `{"id":"msg_`+b.rec.id+`","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":`...)
+func (b *bridgeOut) messageItem(dst, text []byte, status string) []byte {
+	dst = append(dst, `{"id":"msg_`+b.rec.id+`","type":"message","status":"`+status+`","role":"assistant","content":[{"type":"output_text","text":`...)
 	dst = jsonspan.AppendString(dst, text)
 	return append(dst, `,"annotations":[],"logprobs":[]}]}`...)
 }
@@ -335,13 +350,25 @@ func (s *chatToResponses) Event(e *Event, emit Emit) error {
 	if bytes.Equal(d, doneData) {
 		return s.terminal(emit)
 	}
+	if e.Data == nil {
+		// A comment or keep-alive goes on, when whole: a line the
+		// upstream cut off would run into the next event.
+		if bytes.HasSuffix(e.Raw, []byte("\n\n")) || bytes.HasSuffix(e.Raw, []byte("\r\n\r\n")) {
+			return emit(e)
+		}
+		return nil
+	}
 	if len(d) == 0 || d[0] != '{' {
-		return emit(e) // a comment or keep-alive
+		s.x.Decide("stream", "skip", "an upstream data line that is not a chunk")
+		return nil
 	}
 	var err error
 	member := func(k jsonspan.Span, v int) int {
 		if err != nil {
 			return jsonspan.StopWalk
+		}
+		if v >= len(d) {
+			return -1 // cut off: not a chunk
 		}
 		switch keyName(d, k) {
 		case "choices":
@@ -450,6 +477,9 @@ func (s *chatToResponses) choice(emit Emit, d []byte, c int) (int, error) {
 		if err != nil {
 			return jsonspan.StopWalk
 		}
+		if v >= len(d) {
+			return -1
+		}
 		switch name := keyName(d, k); {
 		case name == "index":
 			e := jsonspan.SkipValue(d, v)
@@ -458,6 +488,13 @@ func (s *chatToResponses) choice(emit Emit, d []byte, c int) (int, error) {
 		case name == "delta" && d[v] == '{' && !skip:
 			var e int
 			e, err = s.delta(emit, d, v)
+			return e
+		case name == "usage" && d[v] == '{':
+			// Moonshot puts usage in the choice.
+			e := jsonspan.SkipValue(d, v)
+			if e > v {
+				s.usage = append(s.usage[:0], d[v:e]...)
+			}
 			return e
 		case name == "finish_reason" && d[v] == '"' && !skip:
 			e := jsonspan.SkipValue(d, v)
@@ -482,6 +519,9 @@ func (s *chatToResponses) delta(emit Emit, d []byte, v int) (int, error) {
 		if err != nil {
 			return jsonspan.StopWalk
 		}
+		if v >= len(d) {
+			return -1
+		}
 		e := jsonspan.SkipValue(d, v)
 		if e < 0 {
 			return e
@@ -495,6 +535,13 @@ func (s *chatToResponses) delta(emit Emit, d []byte, v int) (int, error) {
 			if e-v > 2 {
 				err = s.text(emit, 'm', d[v+1:e-1])
 			}
+		case d[v] == '[' && name == "reasoning_details":
+			jsonspan.EachElement(d, v, func(el jsonspan.Span) bool {
+				if t := jsonspan.Lookup(d, el.Start, "text"); t.Start >= 0 && d[t.Start] == '"' && t.End-t.Start > 2 {
+					err = s.text(emit, 'r', d[t.Start+1:t.End-1])
+				}
+				return err == nil
+			})
 		case d[v] == '[' && name == "tool_calls":
 			jsonspan.EachElement(d, v, func(el jsonspan.Span) bool {
 				err = s.callDelta(emit, d, el)
@@ -616,7 +663,13 @@ func (s *chatToResponses) closeOpen(emit Emit) error {
 		item = append(item, s.envelope...)
 		item = append(item, '}')
 	} else {
-		item = append(item, `","type":"message","status":"completed","role":"assistant","content":[`...)
+		status, _ := finishStatus(s.finish)
+		if status != "incomplete" {
+			status = "completed"
+		}
+		item = append(item, `","type":"message","status":"`...)
+		item = append(item, status...)
+		item = append(item, `","role":"assistant","content":[`...)
 		item = append(item, part...)
 		item = append(item, "]}"...)
 	}
@@ -800,7 +853,7 @@ func (s *chatToResponses) fail(emit Emit, d []byte, e jsonspan.Span) error {
 	if code == "" {
 		code = "server_error"
 	}
-	if lower := strings.ToLower(msg); strings.Contains(lower, "context length") || strings.Contains(lower, "maximum context") {
+	if contextTooLong(msg) {
 		code = "context_length_exceeded"
 	}
 	return s.failWith(emit, code, msg)
@@ -842,3 +895,16 @@ func (s *chatToResponses) End(emit Emit) error { return s.terminal(emit) }
 
 // unsafeString views b as a string for a comparison that does not keep it.
 func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// contextTooLong recognises the providers' words for a prompt over the
+// model's context: OpenAI and DeepSeek ("maximum context length"), Kimi
+// ("exceeded model token limit"), and the generic ones.
+func contextTooLong(msg string) bool {
+	lower := strings.ToLower(msg)
+	for _, w := range []string{"context length", "maximum context", "context window", "token limit", "context_length_exceeded", "too many tokens", "prompt is too long"} {
+		if strings.Contains(lower, w) {
+			return true
+		}
+	}
+	return false
+}

@@ -247,10 +247,10 @@ func TestResponsesToChatRequest(t *testing.T) {
 				`{"role":"tool","tool_call_id":"functions.exec_command:1","content":"b"}`),
 		},
 		{
-			name:   "glm strips reasoning",
+			name:   "glm keeps reasoning with preserved thinking",
 			config: `{"profile":"glm"}`,
 			body:   rcInput(rcMsg("user", "q"), rcReasoning(envGLM, "R"), rcCall("c1", "exec_command", `{}`), rcOutput("c1", "x")),
-			want: rcChat(dsMax, `{"role":"user","content":"q"}`, `{"role":"assistant","content":"","tool_calls":[`+rcToolCall("c1", "exec_command", `{}`)+`]}`,
+			want: rcChat(dsMax+`,"thinking":{"type":"enabled","clear_thinking":false}`, `{"role":"user","content":"q"}`, `{"role":"assistant","content":"","reasoning_content":"R","tool_calls":[`+rcToolCall("c1", "exec_command", `{}`)+`]}`,
 				`{"role":"tool","tool_call_id":"c1","content":"x"}`),
 		},
 		{
@@ -448,7 +448,7 @@ func TestResponsesToChatEffort(t *testing.T) {
 		{"kimi", "none", false, `,"thinking":{"type":"disabled"}`},
 		{"kimi", "high", false, ``},
 		{"glm", "none", false, `,"thinking":{"type":"disabled"}`},
-		{"glm", "high", false, `,"thinking":{"type":"enabled"}`},
+		{"glm", "high", false, `,"thinking":{"type":"enabled","clear_thinking":false}`},
 		{"qwen", "none", true, `,"enable_thinking":false`},
 		{"qwen", "high", true, `,"enable_thinking":true`},
 		// DashScope answers 400 "parameter.enable_thinking must be set to
@@ -737,10 +737,6 @@ func TestResponsesToChatCodexRequest(t *testing.T) {
 	if !strings.Contains(","+strings.Join(names, ",")+",", ",apply_patch,") || !strings.Contains(","+strings.Join(names, ",")+",", ",exec_command,") {
 		t.Errorf("tools %v lack apply_patch or exec_command", names)
 	}
-	var keys []string
-	for k := range got.Rest {
-		keys = append(keys, k)
-	}
 	want := map[string]string{
 		"stream": `true`, "stream_options": `{"include_usage":true}`, "parallel_tool_calls": `true`,
 		"max_tokens": `32768`, "thinking": `{"type":"enabled"}`, "reasoning_effort": `"high"`, "tool_choice": `"auto"`,
@@ -789,11 +785,11 @@ func TestResponsesToChatConfig(t *testing.T) {
 		}
 	}
 	// The reasoning option overrides the profile's policy.
-	out, _, err := rcRequest(t, rcRules(`{"profile":"glm","reasoning":"replay"}`), rcInput(rcMsg("user", "q"), rcReasoning(envGLM, "R"), rcMsg("assistant", "A")))
+	out, _, err := rcRequest(t, rcRules(`{"profile":"glm","reasoning":"strip"}`), rcInput(rcMsg("user", "q"), rcReasoning(envGLM, "R"), rcMsg("assistant", "A")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	jsonEqual(t, []byte(out), rcChat(`,"max_tokens":32768`, `{"role":"user","content":"q"}`, `{"role":"assistant","content":"A","reasoning_content":"R"}`))
+	jsonEqual(t, []byte(out), rcChat(`,"max_tokens":32768,"thinking":{"type":"enabled","clear_thinking":false}`, `{"role":"user","content":"q"}`, `{"role":"assistant","content":"A"}`))
 }
 
 // --- JSON responses ----------------------------------------------------------
