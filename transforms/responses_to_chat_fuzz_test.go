@@ -28,7 +28,18 @@ import (
 // TestResponsesToChatStreamCutMidLine and
 // TestResponsesToChatStreamTruncatedChunks).
 func FuzzChatStreamToResponses(f *testing.F) {
-	rules := rcRules(`{"profile":"deepseek"}`)
+	// The rules are compiled once: loading Caddy modules per input would
+	// leave the fuzzer a few inputs a minute.
+	chain := chainOf(f, rcRules(`{"profile":"deepseek"}`))
+	fresh := func(t *testing.T) *Exchange {
+		x := NewExchange(ProtocolResponses, Limits{MaxCallBuffer: 1 << 20, MaxEvent: 1 << 20}, nil)
+		chain.Begin(x, "gpt-5.5")
+		x.SetUpstreamPath("/v1/responses")
+		if _, err := x.RewriteRequest([]byte(`{"model":"gpt-5.5","input":"hi","stream":true}`)); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
 	f.Fuzz(func(t *testing.T, stream string) {
 		// A panic fails this input, not the whole test binary.
 		defer func() {
@@ -38,7 +49,7 @@ func FuzzChatStreamToResponses(f *testing.F) {
 		}()
 		var first string
 		for i, n := range []int{1, 5, 4096} {
-			out := replay(t, rcStreamExchange(t, rules), stream, n)
+			out := replay(t, fresh(t), stream, n)
 			if _, err := rcEventsProblem(out, true); err != nil {
 				t.Fatalf("chunk size %d: %v\n--- upstream\n%q\n--- client\n%s", n, err, stream, out)
 			}
