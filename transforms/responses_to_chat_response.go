@@ -262,8 +262,9 @@ func (t *ResponsesToChat) NewStream(x *Exchange) StreamTransform {
 // items opened and closed with dense output_index, a content part before
 // text, reasoning before what it led to, call arguments live but their
 // done events only after finish_reason, and exactly one terminal event
-// once the stream ends, so the trailing usage chunk is in it. Events carry
-// a placeholder sequence_number the engine numbers.
+// once the stream ends, so the trailing usage chunk is in it. Events are
+// numbered from 0; the engine renumbers them only if a later stage adds or
+// drops events.
 //
 // Text is never decoded: a delta's JSON string goes to the client as the
 // upstream escaped it, and an item's text is the concatenation of its
@@ -295,6 +296,7 @@ type chatToResponses struct {
 
 	buf []byte // the event being built
 	evt Event
+	seq int64 // the next event's sequence_number
 }
 
 type streamCall struct {
@@ -306,18 +308,22 @@ type streamCall struct {
 	seq      int
 }
 
-// begin starts an event of type typ, with its placeholder sequence number,
+// begin starts an event of type typ, with its sequence number,
 // in the reused buffer.
 func (s *chatToResponses) begin(typ string) []byte {
 	b := append(s.buf[:0], `{"type":"`...)
 	b = append(b, typ...)
-	return append(b, `","sequence_number":0`...)
+	b = append(b, `","sequence_number":`...)
+	// The right number already: the engine renumbers only when a stage
+	// after this one adds or drops events.
+	return strconv.AppendInt(b, s.seq, 10)
 }
 
 // send emits the event built in b. It lives in the reused buffer: stages
 // after this one copy what they keep.
 func (s *chatToResponses) send(emit Emit, b []byte) error {
 	s.buf = b
+	s.seq++
 	s.evt = Event{Data: b}
 	return emit(&s.evt)
 }
@@ -426,36 +432,62 @@ func (s *chatToResponses) Event(e *Event, emit Emit) error {
 	return s.start(emit)
 }
 
-// chunkHead is how every chunk OpenAI and its imitators send begins:
-// flat members (id, object, created, model, system_fingerprint), then
-// choices.
-var choicesKey = []byte(`"choices":`)
-
 // skipHead finds the choices member of a chunk whose members before it are
-// flat scalars, as they are in every provider's chunks, reading created
-// from them, so that their strings are not walked one by one. A quote
-// inside a string is escaped, so the bytes "choices": only occur as a key;
-// a head with anything nested, or with usage or error, takes the full walk.
+// flat scalars, as they are in every provider's chunks, reading created on
+// the way: one light pass that takes strings by their quotes. A head with
+// anything nested, an escaped key, usage or error takes the full walk.
 func (s *chatToResponses) skipHead(d []byte) (int, bool) {
-	at := bytes.Index(d, choicesKey)
-	if at < 0 {
-		return 0, false
-	}
-	head := d[1:at]
-	if bytes.ContainsAny(head, "{[") || bytes.Contains(head, []byte(`"usage"`)) || bytes.Contains(head, []byte(`"error"`)) {
-		return 0, false
-	}
-	if !s.started {
-		if c := bytes.Index(head, []byte(`"created":`)); c >= 0 {
-			v := jsonspan.SkipSpace(head, c+len(`"created":`))
-			e := v
-			for e < len(head) && head[e] >= '0' && head[e] <= '9' {
-				e++
-			}
-			s.created, _ = strconv.ParseInt(string(head[v:e]), 10, 64)
+	i := 1
+	for {
+		i = jsonspan.SkipSpace(d, i)
+		if i >= len(d) || d[i] != '"' {
+			return 0, false
 		}
+		k := bytes.IndexByte(d[i+1:], '"')
+		if k < 0 {
+			return 0, false
+		}
+		keyAt, key := i, d[i+1:i+1+k]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return 0, false // an escaped key: the full walk reads it
+		}
+		i = jsonspan.SkipSpace(d, i+k+2)
+		if i >= len(d) || d[i] != ':' {
+			return 0, false
+		}
+		v := jsonspan.SkipSpace(d, i+1)
+		switch string(key) {
+		case "choices":
+			return keyAt, true
+		case "usage", "error":
+			return 0, false
+		}
+		if v >= len(d) {
+			return 0, false
+		}
+		switch c := d[v]; {
+		case c == '"':
+			i = jsonspan.StringEnd(d, v)
+		case c == '{' || c == '[':
+			return 0, false
+		default: // a number, true, false or null
+			i = v
+			for i < len(d) && d[i] != ',' && d[i] != '}' && d[i] != ' ' {
+				i++
+			}
+			if string(key) == "created" && !s.started {
+				s.created, _ = strconv.ParseInt(string(d[v:i]), 10, 64)
+			}
+		}
+		if i < 0 {
+			return 0, false
+		}
+		i = jsonspan.SkipSpace(d, i)
+		if i >= len(d) || d[i] != ',' {
+			return 0, false
+		}
+		i++
 	}
-	return at, true
 }
 
 // keyName is a member's key as a string for a switch: the bytes
