@@ -48,6 +48,9 @@ type responseWriter struct {
 	// goes through first.
 	encoding string
 	dec      *pushDecoder
+	// upstreamError: the buffered body is the upstream's error, for the
+	// rules that rewrite errors.
+	upstreamError bool
 }
 
 func (rw *responseWriter) WriteHeader(status int) {
@@ -76,19 +79,24 @@ func (rw *responseWriter) WriteHeader(status int) {
 }
 
 func (rw *responseWriter) pickMode(status int) writerMode {
-	// The upstream's own errors are the client's business, untouched.
-	if status < 200 || status > 299 {
-		return modePass
-	}
 	hdr := rw.Header()
 	mt, _, _ := mime.ParseMediaType(hdr.Get("Content-Type"))
+	json := mt == "application/json" || (len(mt) > 5 && mt[len(mt)-5:] == "+json")
 	mode := modePass
 	switch {
+	case status < 200 || status > 299:
+		// The upstream's own errors are the client's business, untouched,
+		// unless a rule puts them in its client's terms (a bridge).
+		if status < 400 || !json || !rw.x.WantsError() {
+			return modePass
+		}
+		rw.upstreamError = true
+		mode = modeBuffer
 	case mt == "text/event-stream":
 		if rw.stream = rw.x.NewStream(); rw.stream != nil {
 			mode = modeStream
 		}
-	case mt == "application/json" || (len(mt) > 5 && mt[len(mt)-5:] == "+json"):
+	case json:
 		mode = modeBuffer
 	}
 	if mode == modePass {
@@ -241,6 +249,9 @@ func (rw *responseWriter) finish() error {
 				return rw.writeBuffered(body)
 			}
 			body = dec
+		}
+		if rw.upstreamError {
+			return rw.writeBuffered(rw.x.RewriteError(rw.status, body))
 		}
 		out, err := rw.x.RewriteResponse(body)
 		if err != nil {

@@ -189,3 +189,59 @@ func TestBridgedRequestGoesToTheBridgedPath(t *testing.T) {
 		t.Fatal("next was not called")
 	}
 }
+
+// A bridge puts the upstream's context-length error in its client's terms
+// and keeps the status; every other error, and every error of a request
+// nothing bridged, passes as it came.
+func TestBridgeNamesContextLengthErrors(t *testing.T) {
+	h := provisioned(t, &Handler{Rules: []transforms.RuleConfig{{Transform: "responses_to_chat", Config: []byte(`{"profile":"deepseek"}`)}}})
+	answer := func(status int, body string) caddyhttp.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, err := io.WriteString(w, body)
+			return err
+		}
+	}
+	const request = `{"model":"gpt-5.5","input":"hi","stream":true}`
+	for _, tc := range []struct{ name, request, upstream, want string }{
+		{
+			name:     "DeepSeek's context-length 400",
+			request:  request,
+			upstream: `{"error":{"message":"This model's maximum context length is 131072 tokens. However, you requested 140000 tokens.","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}`,
+			want:     `{"error":{"message":"This model's maximum context length is 131072 tokens. However, you requested 140000 tokens.","type":"invalid_request_error","param":null,"code":"context_length_exceeded"}}`,
+		},
+		{
+			name:     "Kimi's, without a code",
+			request:  request,
+			upstream: `{"error":{"message":"Your request exceeded model token limit: 262144","type":"invalid_request_error"}}`,
+			want:     `{"error":{"code":"context_length_exceeded","message":"Your request exceeded model token limit: 262144","type":"invalid_request_error"}}`,
+		},
+		{
+			name:     "another error",
+			request:  request,
+			upstream: `{"error":{"message":"Authentication Fails","type":"authentication_error","code":"invalid_api_key"}}`,
+			want:     `{"error":{"message":"Authentication Fails","type":"authentication_error","code":"invalid_api_key"}}`,
+		},
+		{
+			name:     "a Chat client: nothing bridged",
+			request:  `{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+			upstream: `{"error":{"message":"maximum context length is 10","code":null}}`,
+			want:     `{"error":{"message":"maximum context length is 10","code":null}}`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, "/v1/responses", strings.NewReader(tc.request))
+			if strings.Contains(tc.request, "messages") {
+				req = httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(tc.request))
+			}
+			rec := serveRequest(t, h, req, answer(http.StatusBadRequest, tc.upstream))
+			if rec.Code != http.StatusBadRequest || rec.Body.String() != tc.want {
+				t.Fatalf("%d %s\nwant 400 %s", rec.Code, rec.Body, tc.want)
+			}
+			if n := rec.Header().Get("Content-Length"); req.URL.Path == "/v1/responses" && n != strconv.Itoa(len(tc.want)) {
+				t.Errorf("Content-Length %q", n)
+			}
+		})
+	}
+}

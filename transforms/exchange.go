@@ -290,6 +290,39 @@ func (x *Exchange) WantsResponse() bool {
 // RewriteResponse runs the response phase over a complete body, from the
 // rule nearest the upstream back to the client's side. It may run more than
 // once per exchange, once for every upstream response.
+// WantsError reports whether a bound rule rewrites the upstream's error
+// bodies (an ErrorRewriter whose response phase this request needs).
+func (x *Exchange) WantsError() bool {
+	defer x.at(-1, false)
+	for i, r := range x.rules {
+		x.at(i, true)
+		if _, ok := r.resp.(ErrorRewriter); ok && r.phase&PhaseResponse != 0 && r.resp.WantsResponse(x) {
+			return true
+		}
+	}
+	return false
+}
+
+// RewriteError runs the ErrorRewriters over an upstream error body, in
+// reverse order as responses go.
+func (x *Exchange) RewriteError(status int, body []byte) []byte {
+	defer x.at(-1, false)
+	for i := len(x.rules) - 1; i >= 0; i-- {
+		r := x.rules[i]
+		er, ok := r.resp.(ErrorRewriter)
+		if !ok || r.phase&PhaseResponse == 0 {
+			continue
+		}
+		x.at(i, true)
+		out := er.RewriteError(x, status, body)
+		if !jsonspan.SameSlice(out, body) {
+			x.markApplied(r, PhaseResponse)
+		}
+		body = out
+	}
+	return body
+}
+
 func (x *Exchange) RewriteResponse(body []byte) ([]byte, error) {
 	defer x.at(-1, false)
 	for i := len(x.rules) - 1; i >= 0; i-- {

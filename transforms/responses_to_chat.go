@@ -298,4 +298,5 @@ var (
 	_ ResponseRewriter      = (*ResponsesToChat)(nil)
 	_ PairedPhases          = (*ResponsesToChat)(nil)
 	_ ProtocolBridge        = (*ResponsesToChat)(nil)
+	_ ErrorRewriter         = (*ResponsesToChat)(nil)
 )

@@ -109,6 +109,40 @@ func (t *ResponsesToChat) RewriteResponse(x *Exchange, body []byte) ([]byte, err
 	return b.response(nil, status, reason, created, items, body, f[1]), nil
 }
 
+// RewriteError implements ErrorRewriter: an upstream error about the
+// context length gets the code Codex and the SDKs know,
+// context_length_exceeded; anything else, and the status, stay as they are.
+func (t *ResponsesToChat) RewriteError(x *Exchange, status int, body []byte) []byte {
+	if !t.record(x).bridged || !jsonspan.Valid(body) {
+		return body
+	}
+	start := jsonspan.SkipSpace(body, 0)
+	if body[start] != '{' {
+		return body
+	}
+	e := jsonspan.Lookup(body, start, "error")
+	if e.Start < 0 || body[e.Start] != '{' {
+		return body
+	}
+	msg, _ := jsonspan.StringValue(body, jsonspan.Lookup(body, e.Start, "message"))
+	if !contextTooLong(msg) {
+		return body
+	}
+	const code = `"context_length_exceeded"`
+	if c := jsonspan.Lookup(body, e.Start, "code"); c.Start >= 0 {
+		if string(body[c.Start:c.End]) == code {
+			return body
+		}
+		return jsonspan.Apply(body, []jsonspan.Edit{{Start: c.Start, End: c.End, Repl: []byte(code)}})
+	}
+	at := e.Start + 1
+	repl := []byte(`"code":` + code)
+	if next := jsonspan.SkipSpace(body, at); next < len(body) && body[next] != '}' {
+		repl = append(repl, ',')
+	}
+	return jsonspan.Apply(body, []jsonspan.Edit{{Start: at, End: at, Repl: repl}})
+}
+
 // stringBytes decodes a JSON string value; anything else is nil.
 func stringBytes(doc []byte, v jsonspan.Span) []byte {
 	if v.Start < 0 || doc[v.Start] != '"' {

@@ -55,6 +55,16 @@ type StreamTransform interface {
 	End(emit Emit) error
 }
 
+// ErrorRewriter is implemented by response rewriters that also put the
+// upstream's JSON error bodies into their client's terms (a bridge naming a
+// context-length error as its client knows it). Every other rule sees no
+// error: the upstream's errors pass through untouched, status included.
+type ErrorRewriter interface {
+	// RewriteError returns the body the client gets for the upstream's
+	// error body; the status stays.
+	RewriteError(x *Exchange, status int, body []byte) []byte
+}
+
 // ScopeLimiter is implemented by transforms that may only be configured in
 // some scopes; others are allowed in all of them.
 type ScopeLimiter interface {
