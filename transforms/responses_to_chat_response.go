@@ -82,6 +82,9 @@ func (t *ResponsesToChat) RewriteResponse(x *Exchange, body []byte) ([]byte, err
 		}
 		return false // the first choice: a Responses object has one answer
 	})
+	if len(m.reasoning) == 0 {
+		m.reasoning, m.content = splitThink(m.content)
+	}
 	b := bridgeOut{t: t, rec: rec}
 	status, reason := finishStatus(m.finish)
 	var items [][]byte
@@ -327,6 +330,8 @@ type chatToResponses struct {
 	finish string
 	usage  []byte
 	n      int // items opened, for their ids
+
+	think thinkSplit // <think> at the head of the content
 
 	buf []byte // the event being built
 	evt Event
@@ -599,7 +604,7 @@ func (s *chatToResponses) delta(emit Emit, d []byte, v int) (int, error) {
 			}
 		case d[v] == '"' && name == "content":
 			if e-v > 2 {
-				err = s.text(emit, 'm', d[v+1:e-1])
+				err = s.content(emit, d[v+1:e-1])
 			}
 		case d[v] == '[' && name == "reasoning_details":
 			jsonspan.EachElement(d, v, func(el jsonspan.Span) bool {
@@ -823,6 +828,9 @@ func (s *chatToResponses) callIDOf(c *streamCall) string {
 // call gets its done events, in output order. The terminal event waits
 // for the end of the stream, which carries the usage.
 func (s *chatToResponses) settle(emit Emit) error {
+	if err := s.flushThink(emit); err != nil {
+		return err
+	}
 	if err := s.closeOpen(emit); err != nil {
 		return err
 	}
@@ -930,6 +938,9 @@ func (s *chatToResponses) failWith(emit Emit, code, msg string) error {
 		return err
 	}
 	// Text already streamed is real; calls not yet settled are dropped.
+	if err := s.flushThink(emit); err != nil {
+		return err
+	}
 	if err := s.closeOpen(emit); err != nil {
 		return err
 	}
