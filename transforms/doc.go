@@ -32,6 +32,9 @@
 //     gap-free sequence_number for Responses, data lines and [DONE] for
 //     Chat). Events no stage touches keep their bytes; an abort becomes an
 //     error event in the client's shape;
+//     The upstream's error statuses pass through untouched, except that a
+//     rule implementing ErrorRewriter (a bridge) may put a JSON error body
+//     in its client's terms; the status stays;
 //  5. last, if a rule changed the tools or tool_choice the client sent, the
 //     engine puts the client's own values back where Responses objects
 //     echo them.
