@@ -31,10 +31,10 @@
 //     writes what comes out in the client's framing (named events and a
 //     gap-free sequence_number for Responses, data lines and [DONE] for
 //     Chat). Events no stage touches keep their bytes; an abort becomes an
-//     error event in the client's shape;
-//     The upstream's error statuses pass through untouched, except that a
-//     rule implementing ErrorRewriter (a bridge) may put a JSON error body
-//     in its client's terms; the status stays;
+//     error event in the client's shape. The upstream's error statuses
+//     pass through untouched, except that a rule implementing
+//     ErrorRewriter (a bridge) may put a JSON error body in its client's
+//     terms, keeping the status;
 //  5. last, if a rule changed the tools or tool_choice the client sent, the
 //     engine puts the client's own values back where Responses objects
 //     echo them.
