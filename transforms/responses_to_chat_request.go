@@ -1,6 +1,7 @@
 package transforms
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -85,12 +86,16 @@ func (t *ResponsesToChat) RewriteRequest(x *Exchange, body []byte) ([]byte, erro
 	if out, err = b.messages(out, fields.instructions); err != nil {
 		return nil, err
 	}
+	toolsAt := len(out)
 	if b.tools.Start >= 0 || len(b.extraTools) > 0 {
 		if out, err = b.writeTools(out); err != nil {
 			return nil, err
 		}
 	}
-	if b.choice.Start >= 0 {
+	if b.choice.Start >= 0 && len(out) == toolsAt {
+		// Chat refuses a tool_choice without tools.
+		x.Decide("tool_choice", "drop", "no tools are sent")
+	} else if b.choice.Start >= 0 {
 		if out, err = b.writeChoice(out); err != nil {
 			return nil, err
 		}
@@ -182,13 +187,16 @@ type chatBuild struct {
 	asReasoning strings.Builder
 	hasReason   bool
 	asCalls     []byte
+	asIDs       []string // the calls' ids, whose tool messages follow
 	asOpen      bool
+	refs        itemRefs
 	nmsg        int
 }
 
 // itemRefs is what the first pass over the input learns of calls.
 type itemRefs struct {
-	calls, outputs map[string]bool
+	calls   map[string]bool
+	outputs map[string]jsonspan.Span // each call's output item, the first
 }
 
 // messages writes the messages array: one leading system message from the
@@ -211,8 +219,8 @@ func (b *chatBuild) messages(out []byte, instructions jsonspan.Span) ([]byte, er
 		conv = append(conv, '}')
 		b.nmsg++
 	case doc[b.input.Start] == '[':
-		refs := b.scanRefs()
-		conv, system, err = b.items(conv, system, refs)
+		b.refs = b.scanRefs()
+		conv, system, err = b.items(conv, system, b.refs)
 		if err != nil {
 			return nil, err
 		}
@@ -233,15 +241,17 @@ func (b *chatBuild) messages(out []byte, instructions jsonspan.Span) ([]byte, er
 // an output and outputs without a call can be left out: Chat refuses both.
 func (b *chatBuild) scanRefs() itemRefs {
 	doc := b.doc
-	r := itemRefs{calls: map[string]bool{}, outputs: map[string]bool{}}
+	r := itemRefs{calls: map[string]bool{}, outputs: map[string]jsonspan.Span{}}
 	var f [2]jsonspan.Span
-	jsonspan.EachObject(doc, b.input.Start, []string{"type", "call_id"}, f[:], func(_ jsonspan.Span, f []jsonspan.Span) bool {
+	jsonspan.EachObject(doc, b.input.Start, []string{"type", "call_id"}, f[:], func(el jsonspan.Span, f []jsonspan.Span) bool {
 		id, _ := jsonspan.StringValue(doc, f[1])
 		switch {
 		case jsonspan.IsString(doc, f[0], "function_call"):
 			r.calls[id] = true
 		case jsonspan.IsString(doc, f[0], "function_call_output"):
-			r.outputs[id] = true
+			if _, seen := r.outputs[id]; !seen {
+				r.outputs[id] = el
+			}
 		}
 		return true
 	})
@@ -282,6 +292,9 @@ func (b *chatBuild) items(conv []byte, system []string, refs itemRefs) ([]byte, 
 					conv = b.flush(conv)
 				}
 				b.asOpen = true
+				if b.asText.Len() > 0 && text != "" {
+					b.asText.WriteString("\n\n")
+				}
 				b.asText.WriteString(text)
 			default: // user
 				leading = false
@@ -299,7 +312,9 @@ func (b *chatBuild) items(conv []byte, system []string, refs itemRefs) ([]byte, 
 		case "reasoning":
 			leading = false
 			if text, ok := b.reasoningText(el); ok {
-				if b.asOpen && (b.asText.Len() > 0 || len(b.asCalls) > 0) {
+				// Reasoning between calls of one turn stays with them;
+				// after text alone it starts the next message.
+				if b.asOpen && b.asText.Len() > 0 && len(b.asCalls) == 0 {
 					conv = b.flush(conv)
 				}
 				if b.hasReason {
@@ -311,10 +326,11 @@ func (b *chatBuild) items(conv []byte, system []string, refs itemRefs) ([]byte, 
 		case "function_call":
 			leading = false
 			id, _ := jsonspan.StringValue(doc, f[3])
-			if !refs.outputs[id] {
+			if _, answered := refs.outputs[id]; !answered {
 				b.x.Decide(where, "drop", "a function_call without its output: Chat refuses tool calls nobody answered")
 				return true
 			}
+			b.asIDs = append(b.asIDs, id)
 			name, _ := jsonspan.StringValue(doc, f[4])
 			if ns, _ := jsonspan.StringValue(doc, f[6]); ns != "" {
 				name = ns + "__" + name
@@ -335,36 +351,18 @@ func (b *chatBuild) items(conv []byte, system []string, refs itemRefs) ([]byte, 
 			b.asCalls = append(b.asCalls, "}}"...)
 			b.asOpen = true
 		case "function_call_output":
-			leading = false
+			// Written right after the assistant message with its call,
+			// wherever the client put it: Chat wants each tool message to
+			// answer the message just before it.
 			id, _ := jsonspan.StringValue(doc, f[3])
-			if !refs.calls[id] {
-				b.x.Decide(where, "drop", "a function_call_output without its call")
-				return true
-			}
-			conv = b.flush(conv)
-			conv = b.sep(conv)
-			conv = append(conv, `{"role":"tool","tool_call_id":`...)
-			conv = jsonspan.AppendStringStr(conv, id)
-			conv = append(conv, `,"content":`...)
-			out := f[7]
-			var images []byte
 			switch {
-			case out.Start >= 0 && doc[out.Start] == '"':
-				conv = append(conv, doc[out.Start:out.End]...)
-			default:
-				var text string
-				text, _, images = b.contentImages(doc, out)
-				conv = jsonspan.AppendStringStr(conv, text)
-			}
-			conv = append(conv, '}')
-			b.nmsg++
-			if images != nil {
-				// A tool message holds text only: the images follow as
-				// the user's, right after it.
-				conv = append(conv, `,{"role":"user","content":[{"type":"text","text":"The images the tool call returned:"},`...)
-				conv = append(conv, images...)
-				conv = append(conv, "]}"...)
-				b.nmsg++
+			case !refs.calls[id]:
+				b.x.Decide(where, "drop", "a function_call_output without its call")
+			case refs.outputs[id] != el:
+				b.x.Decide(where, "drop", "a second output for the same call")
+			case slices.Contains(b.asIDs, id):
+				// The first answer ends the run of calls it belongs to.
+				conv = b.flush(conv)
 			}
 		case "additional_tools":
 			tools := jsonspan.Lookup(doc, el.Start, "tools")
@@ -446,8 +444,47 @@ func (b *chatBuild) flush(conv []byte) []byte {
 	}
 	conv = append(conv, '}')
 	b.nmsg++
+	var images []byte
+	for _, id := range b.asIDs {
+		conv, images = b.toolMessage(conv, images, id)
+	}
+	if images != nil {
+		// A tool message holds text only: the images follow, as the
+		// user's, after the last tool message of the turn.
+		conv = append(conv, `,{"role":"user","content":[{"type":"text","text":"The images the tool calls returned:"},`...)
+		conv = append(conv, images...)
+		conv = append(conv, "]}"...)
+		b.nmsg++
+	}
 	b.reset()
 	return conv
+}
+
+// toolMessage writes the tool message answering call id, from its output
+// item, and adds the images it returned to images.
+func (b *chatBuild) toolMessage(conv, images []byte, id string) ([]byte, []byte) {
+	doc := b.doc
+	el := b.refs.outputs[id]
+	out := jsonspan.Lookup(doc, el.Start, "output")
+	conv = b.sep(conv)
+	conv = append(conv, `{"role":"tool","tool_call_id":`...)
+	conv = jsonspan.AppendStringStr(conv, id)
+	conv = append(conv, `,"content":`...)
+	switch {
+	case out.Start >= 0 && doc[out.Start] == '"':
+		conv = append(conv, doc[out.Start:out.End]...)
+	default:
+		text, _, imgs := b.contentImages(doc, out)
+		conv = jsonspan.AppendStringStr(conv, text)
+		if imgs != nil {
+			if images != nil {
+				images = append(images, ',')
+			}
+			images = append(images, imgs...)
+		}
+	}
+	b.nmsg++
+	return append(conv, '}'), images
 }
 
 func (b *chatBuild) reset() {
@@ -455,6 +492,7 @@ func (b *chatBuild) reset() {
 	b.asReasoning.Reset()
 	b.hasReason, b.asOpen = false, false
 	b.asCalls = b.asCalls[:0]
+	b.asIDs = b.asIDs[:0]
 }
 
 // reasoningText returns the text of a reasoning item this bridge made for
@@ -534,6 +572,12 @@ func (b *chatBuild) contentImages(doc []byte, c jsonspan.Span) (string, []byte, 
 				imgs = append(imgs, ',')
 			}
 			imgs = append(imgs, parts[at:]...)
+		case "input_file", "file":
+			b.x.Decide("content", "drop", "a file part: Chat upstreams take text and images only")
+			if len(parts) > 0 && parts[len(parts)-1] == ',' {
+				parts = parts[:len(parts)-1]
+			}
+			return true
 		default: // input_text, output_text, refusal, text
 			s, _ := jsonspan.StringValue(doc, g[1])
 			if text.Len() > 0 {

@@ -50,9 +50,12 @@ func (t *ResponsesToChat) RewriteResponse(x *Exchange, body []byte) ([]byte, err
 		if msg.Start < 0 || body[msg.Start] != '{' {
 			return false
 		}
-		var h [5]jsonspan.Span
-		jsonspan.ObjectFields(body, msg.Start, []string{"content", "reasoning_content", "reasoning", "tool_calls", "reasoning_details"}, h[:])
+		var h [6]jsonspan.Span
+		jsonspan.ObjectFields(body, msg.Start, []string{"content", "reasoning_content", "reasoning", "tool_calls", "reasoning_details", "refusal"}, h[:])
 		m.content = stringBytes(body, h[0])
+		if len(m.content) == 0 {
+			m.content = stringBytes(body, h[5]) // a refusal is the answer's text
+		}
 		m.reasoning = stringBytes(body, h[1])
 		if len(m.reasoning) == 0 {
 			m.reasoning = stringBytes(body, h[2])
@@ -76,6 +79,10 @@ func (t *ResponsesToChat) RewriteResponse(x *Exchange, body []byte) ([]byte, err
 					c.name, _ = jsonspan.StringValue(body, n[0])
 					c.args = stringBytes(body, n[1])
 				}
+				if c.name == "" {
+					x.Decide("tool call", "drop", "a tool call without a function name")
+					return true
+				}
 				m.calls = append(m.calls, c)
 				return true
 			})
@@ -92,10 +99,14 @@ func (t *ResponsesToChat) RewriteResponse(x *Exchange, body []byte) ([]byte, err
 		items = append(items, b.reasoningItem(nil, m.reasoning))
 	}
 	if len(m.content) > 0 {
-		items = append(items, b.messageItem(nil, m.content, status))
+		ms := status
+		if ms == "failed" {
+			ms = "completed" // the text itself is whole
+		}
+		items = append(items, b.messageItem(nil, m.content, ms))
 	}
 	for i, c := range m.calls {
-		if status == "incomplete" {
+		if status != "completed" {
 			// Cut short: never delivered as if it were whole.
 			x.Decide(c.name, "drop_partial_call", "finish_reason "+m.finish+" cut the call short")
 			continue
@@ -109,14 +120,22 @@ func (t *ResponsesToChat) RewriteResponse(x *Exchange, body []byte) ([]byte, err
 	if f[2].Start >= 0 {
 		created, _ = strconv.ParseInt(string(body[f[2].Start:f[2].End]), 10, 64)
 	}
-	return b.response(nil, status, reason, created, items, body, f[1]), nil
+	out := b.response(nil, status, reason, created, items, body, f[1])
+	if status == "failed" {
+		e := []byte(`"error":{"code":"server_error","message":`)
+		e = jsonspan.AppendStringStr(e, "the upstream ended the answer with finish_reason "+m.finish)
+		out = bytes.Replace(out, []byte(`"error":null`), append(e, '}'), 1)
+	}
+	return out, nil
 }
 
 // RewriteError implements ErrorRewriter: an upstream error about the
 // context length gets the code Codex and the SDKs know,
 // context_length_exceeded; anything else, and the status, stay as they are.
 func (t *ResponsesToChat) RewriteError(x *Exchange, status int, body []byte) []byte {
-	if !t.record(x).bridged || !jsonspan.Valid(body) {
+	// Only a refused request can be too long; a rate limit or a server
+	// error mentioning tokens is something else.
+	if !t.record(x).bridged || (status != 400 && status != 413) || !jsonspan.Valid(body) {
 		return body
 	}
 	start := jsonspan.SkipSpace(body, 0)
@@ -133,8 +152,15 @@ func (t *ResponsesToChat) RewriteError(x *Exchange, status int, body []byte) []b
 	}
 	const code = `"context_length_exceeded"`
 	if c := jsonspan.Lookup(body, e.Start, "code"); c.Start >= 0 {
-		if string(body[c.Start:c.End]) == code {
+		// A code of the upstream's own that says something else stays.
+		switch cur, _ := jsonspan.StringValue(body, c); cur {
+		case "context_length_exceeded":
 			return body
+		case "", "invalid_request_error", "invalid_request", "bad_request", "400":
+		default:
+			if !jsonspan.IsNull(body, c) {
+				return body
+			}
 		}
 		return jsonspan.Apply(body, []jsonspan.Edit{{Start: c.Start, End: c.End, Repl: []byte(code)}})
 	}
@@ -158,12 +184,16 @@ func stringBytes(doc []byte, v jsonspan.Span) []byte {
 // incomplete one, the reason.
 func finishStatus(finish string) (status, reason string) {
 	switch finish {
+	case "stop", "tool_calls", "function_call", "end_turn", "eos", "":
+		return "completed", ""
 	case "length", "model_context_window_exceeded":
 		return "incomplete", "max_output_tokens"
 	case "content_filter", "sensitive":
 		return "incomplete", "content_filter"
 	}
-	return "completed", ""
+	// "error", DeepSeek's insufficient_system_resource, anything else: the
+	// answer did not end as the model meant it to.
+	return "failed", ""
 }
 
 // bridgeOut writes the Responses shapes of one exchange.
@@ -544,6 +574,7 @@ func keyName(d []byte, k jsonspan.Span) string {
 func (s *chatToResponses) choice(emit Emit, d []byte, c int) (int, error) {
 	var err error
 	skip := false
+	finish, choiceErr := "", jsonspan.NoSpan()
 	end := jsonspan.WalkMembers(d, c, func(k jsonspan.Span, v int) int {
 		if err != nil {
 			return jsonspan.StopWalk
@@ -568,17 +599,33 @@ func (s *chatToResponses) choice(emit Emit, d []byte, c int) (int, error) {
 			}
 			return e
 		case name == "finish_reason" && d[v] == '"' && !skip:
+			// Settled once the whole choice is read: some providers write
+			// finish_reason before the delta it ends.
 			e := jsonspan.SkipValue(d, v)
 			if fr, ok := jsonspan.StringValue(d, jsonspan.Span{Start: v, End: e}); ok && fr != "" {
-				s.finish = fr
-				err = s.settle(emit)
+				finish = fr
+			}
+			return e
+		case name == "error" && d[v] == '{' && !skip:
+			e := jsonspan.SkipValue(d, v)
+			if e > v {
+				choiceErr = jsonspan.Span{Start: v, End: e}
 			}
 			return e
 		}
 		return jsonspan.SkipValue(d, v)
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return -1, err
+	case choiceErr.Start >= 0:
+		return end, s.fail(emit, d, choiceErr)
+	case finish != "":
+		s.finish = finish
+		if status, _ := finishStatus(finish); status == "failed" {
+			return end, s.failWith(emit, "server_error", "the upstream ended the answer with finish_reason "+finish)
+		}
+		return end, s.settle(emit)
 	}
 	return end, nil
 }
@@ -605,6 +652,11 @@ func (s *chatToResponses) delta(emit Emit, d []byte, v int) (int, error) {
 		case d[v] == '"' && name == "content":
 			if e-v > 2 {
 				err = s.content(emit, d[v+1:e-1])
+			}
+		case d[v] == '"' && name == "refusal":
+			// Kept as the answer's text rather than lost.
+			if e-v > 2 {
+				err = s.text(emit, 'm', d[v+1:e-1])
 			}
 		case d[v] == '[' && name == "reasoning_details":
 			jsonspan.EachElement(d, v, func(el jsonspan.Span) bool {
@@ -759,9 +811,20 @@ func (s *chatToResponses) closeOpen(emit Emit) error {
 func (s *chatToResponses) callDelta(emit Emit, d []byte, el jsonspan.Span) error {
 	var f [3]jsonspan.Span
 	jsonspan.ObjectFields(d, el.Start, []string{"index", "id", "function"}, f[:])
-	key := 0
-	if f[0].Start >= 0 {
+	id, _ := jsonspan.StringValue(d, f[1])
+	var key int
+	switch {
+	case f[0].Start >= 0:
 		key, _ = strconv.Atoi(string(d[f[0].Start:f[0].End]))
+	case len(s.callOrder) == 0:
+		key = -1
+	default:
+		// No index (Gemini's OpenAI API, some converters): a new id is a
+		// new call, a fragment without one continues the last.
+		key = s.callOrder[len(s.callOrder)-1]
+		if last := s.calls[key]; id != "" && last.id != "" && id != last.id {
+			key = -1 - len(s.callOrder)
+		}
 	}
 	c := s.calls[key]
 	if c == nil {
@@ -769,14 +832,14 @@ func (s *chatToResponses) callDelta(emit Emit, d []byte, el jsonspan.Span) error
 		s.calls[key] = c
 		s.callOrder = append(s.callOrder, key)
 	}
-	if f[1].Start >= 0 && c.id == "" {
-		c.id, _ = jsonspan.StringValue(d, f[1])
+	if c.id == "" {
+		c.id = id
 	}
 	var args []byte // escaped, without quotes
 	if fn := f[2]; fn.Start >= 0 && d[fn.Start] == '{' {
 		var g [2]jsonspan.Span
 		jsonspan.ObjectFields(d, fn.Start, []string{"name", "arguments"}, g[:])
-		if name, ok := jsonspan.StringValue(d, g[0]); ok && name != "" {
+		if name, ok := jsonspan.StringValue(d, g[0]); ok && name != "" && c.idx < 0 {
 			c.name += name // some upstreams stream the name in pieces
 		}
 		if a := g[1]; a.Start >= 0 && d[a.Start] == '"' {
@@ -904,6 +967,10 @@ func (s *chatToResponses) terminal(emit Emit) error {
 	if s.finish == "" {
 		return s.failWith(emit, "server_error", "the upstream's stream ended without a finish_reason")
 	}
+	// Anything a chunk after finish_reason opened is settled too.
+	if err := s.settle(emit); err != nil {
+		return err
+	}
 	s.ended = true
 	status, reason := finishStatus(s.finish)
 	typ := "response.completed"
@@ -978,7 +1045,10 @@ func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), l
 // ("exceeded model token limit"), and the generic ones.
 func contextTooLong(msg string) bool {
 	lower := strings.ToLower(msg)
-	for _, w := range []string{"context length", "maximum context", "context window", "token limit", "context_length_exceeded", "too many tokens", "prompt is too long"} {
+	if strings.Contains(lower, "output") || strings.Contains(lower, "per minute") || strings.Contains(lower, "rate limit") {
+		return false // a limit on what to generate, or on throughput
+	}
+	for _, w := range []string{"context length", "maximum context", "context window", "exceeded model token limit", "context_length_exceeded", "prompt is too long", "prompt exceeds max length", "range of input length"} {
 		if strings.Contains(lower, w) {
 			return true
 		}

@@ -547,7 +547,7 @@ func TestResponsesToChatToolOutputImages(t *testing.T) {
 	jsonEqual(t, []byte(out), rcChat("", `{"role":"user","content":"look"}`,
 		`{"role":"assistant","content":"","tool_calls":[`+rcToolCall("c1", "view_image", `{"path":"a.png"}`)+`]}`,
 		`{"role":"tool","tool_call_id":"c1","content":"the image:"}`,
-		`{"role":"user","content":[{"type":"text","text":"The images the tool call returned:"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo=","detail":"low"}}]}`,
+		`{"role":"user","content":[{"type":"text","text":"The images the tool calls returned:"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo=","detail":"low"}}]}`,
 		`{"role":"user","content":"and?"}`))
 	if len(x.Decisions()) != 0 {
 		t.Errorf("decisions %v", rcDecisions(x))

@@ -24,6 +24,8 @@ var (
 type thinkSplit struct {
 	state   byte   // 0 undecided, 't' thinking, 'm' message text
 	pending []byte // escaped content held back: a tag may be under way
+	lead    int    // bytes of pending already known to be leading white space
+	after   bool   // thinking just closed: white space before the text goes
 }
 
 // content routes an escaped content delta: to the reasoning item while
@@ -32,11 +34,19 @@ type thinkSplit struct {
 func (s *chatToResponses) content(emit Emit, esc []byte) error {
 	t := &s.think
 	if t.state == 'm' {
+		if t.after {
+			if esc = trimEscapedSpace(esc); len(esc) == 0 {
+				return nil
+			}
+			t.after = false
+		}
 		return s.text(emit, 'm', esc)
 	}
 	t.pending = append(t.pending, esc...)
 	if t.state == 0 {
-		lead := trimEscapedSpace(t.pending)
+		// White space already seen is not looked at again.
+		lead := trimEscapedSpace(t.pending[t.lead:])
+		t.lead = len(t.pending) - len(lead)
 		switch open, full := tagAt(lead, thinkOpen); {
 		case full:
 			t.state = 't'
@@ -52,10 +62,11 @@ func (s *chatToResponses) content(emit Emit, esc []byte) error {
 	}
 	// Inside the thinking: up to a closing tag is reasoning.
 	for _, tag := range thinkClose {
-		if i := bytes.Index(t.pending, []byte(tag)); i >= 0 {
+		if i := indexOnBoundary(t.pending, tag); i >= 0 {
 			reasoning, rest := t.pending[:i], trimEscapedSpace(t.pending[i+len(tag):])
 			t.state = 'm'
 			t.pending = nil
+			t.after = len(rest) == 0
 			if len(reasoning) > 0 {
 				if err := s.text(emit, 'r', reasoning); err != nil {
 					return err
@@ -99,6 +110,22 @@ func (s *chatToResponses) flushThink(emit Emit) error {
 	}
 	t.state = 'm'
 	return s.text(emit, 'm', p)
+}
+
+// indexOnBoundary finds tag in the escaped text b where it starts a
+// character, not inside an escape ("\\u003c" is a backslash and "u003c").
+func indexOnBoundary(b []byte, tag string) int {
+	for from := 0; ; {
+		i := bytes.Index(b[from:], []byte(tag))
+		if i < 0 {
+			return -1
+		}
+		i += from
+		if escapeSafeCut(b, i) == i {
+			return i
+		}
+		from = i + 1
+	}
 }
 
 // tagAt reports how much of one of the tags the text begins with: the
