@@ -365,8 +365,21 @@ type chatToResponses struct {
 
 	buf []byte // the event being built
 	evt Event
-	seq int64 // the next event's sequence_number
+	seq int64  // the next event's sequence_number
+	typ string // the type of the event being built
 }
+
+// eventNames are the event lines of the types the bridge writes, made once.
+var eventNames = func() map[string][]byte {
+	m := map[string][]byte{}
+	for _, t := range []string{"response.created", "response.in_progress", "response.output_item.added", "response.output_item.done",
+		"response.content_part.added", "response.content_part.done", "response.output_text.delta", "response.output_text.done",
+		"response.reasoning_text.delta", "response.reasoning_text.done", "response.function_call_arguments.delta",
+		"response.function_call_arguments.done", "response.completed", "response.incomplete", "response.failed"} {
+		m[t] = []byte(t)
+	}
+	return m
+}()
 
 type streamCall struct {
 	idx      int    // output_index once announced, else -1
@@ -380,6 +393,7 @@ type streamCall struct {
 // begin starts an event of type typ, with its sequence number,
 // in the reused buffer.
 func (s *chatToResponses) begin(typ string) []byte {
+	s.typ = typ
 	b := append(s.buf[:0], `{"type":"`...)
 	b = append(b, typ...)
 	b = append(b, `","sequence_number":`...)
@@ -393,7 +407,13 @@ func (s *chatToResponses) begin(typ string) []byte {
 func (s *chatToResponses) send(emit Emit, b []byte) error {
 	s.buf = b
 	s.seq++
-	s.evt = Event{Data: b}
+	// Named here, so the engine need not look the type up to write the
+	// event line.
+	name, ok := eventNames[s.typ]
+	if !ok {
+		name = []byte(s.typ)
+	}
+	s.evt = Event{Name: name, Data: b}
 	return emit(&s.evt)
 }
 
@@ -640,11 +660,23 @@ func (s *chatToResponses) delta(emit Emit, d []byte, v int) (int, error) {
 		if v >= len(d) {
 			return -1
 		}
+		name := keyName(d, k)
+		if name == "tool_calls" && d[v] == '[' {
+			// Walked once, each call in place.
+			return jsonspan.WalkElements(d, v, func(c int) int {
+				if err != nil || d[c] != '{' {
+					return jsonspan.SkipValue(d, c)
+				}
+				var e int
+				e, err = s.callDelta(emit, d, c)
+				return e
+			})
+		}
 		e := jsonspan.SkipValue(d, v)
 		if e < 0 {
 			return e
 		}
-		switch name := keyName(d, k); {
+		switch {
 		case d[v] == '"' && (name == "reasoning_content" || name == "reasoning"):
 			if e-v > 2 {
 				err = s.text(emit, 'r', d[v+1:e-1])
@@ -663,11 +695,6 @@ func (s *chatToResponses) delta(emit Emit, d []byte, v int) (int, error) {
 				if t := jsonspan.Lookup(d, el.Start, "text"); t.Start >= 0 && d[t.Start] == '"' && t.End-t.Start > 2 {
 					err = s.text(emit, 'r', d[t.Start+1:t.End-1])
 				}
-				return err == nil
-			})
-		case d[v] == '[' && name == "tool_calls":
-			jsonspan.EachElement(d, v, func(el jsonspan.Span) bool {
-				err = s.callDelta(emit, d, el)
 				return err == nil
 			})
 		}
@@ -808,14 +835,50 @@ func (s *chatToResponses) closeOpen(emit Emit) error {
 
 // callDelta handles one tool_calls fragment, keyed by its index: the call
 // is announced once its name is known; argument bytes stream live.
-func (s *chatToResponses) callDelta(emit Emit, d []byte, el jsonspan.Span) error {
-	var f [3]jsonspan.Span
-	jsonspan.ObjectFields(d, el.Start, []string{"index", "id", "function"}, f[:])
-	id, _ := jsonspan.StringValue(d, f[1])
+func (s *chatToResponses) callDelta(emit Emit, d []byte, at int) (int, error) {
+	// One walk of the fragment, its function object included.
+	index, idSp, nameSp, argsSp := jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan()
+	end := jsonspan.WalkMembers(d, at, func(k jsonspan.Span, v int) int {
+		if v >= len(d) {
+			return -1
+		}
+		switch keyName(d, k) {
+		case "function":
+			if d[v] != '{' {
+				break
+			}
+			return jsonspan.WalkMembers(d, v, func(k jsonspan.Span, v int) int {
+				if v >= len(d) {
+					return -1
+				}
+				e := jsonspan.SkipValue(d, v)
+				switch keyName(d, k) {
+				case "name":
+					nameSp = jsonspan.Span{Start: v, End: e}
+				case "arguments":
+					argsSp = jsonspan.Span{Start: v, End: e}
+				}
+				return e
+			})
+		case "index":
+			e := jsonspan.SkipValue(d, v)
+			index = jsonspan.Span{Start: v, End: e}
+			return e
+		case "id":
+			e := jsonspan.SkipValue(d, v)
+			idSp = jsonspan.Span{Start: v, End: e}
+			return e
+		}
+		return jsonspan.SkipValue(d, v)
+	})
+	if end < 0 {
+		return end, nil
+	}
+	id, _ := jsonspan.StringValue(d, idSp)
 	var key int
 	switch {
-	case f[0].Start >= 0:
-		key, _ = strconv.Atoi(string(d[f[0].Start:f[0].End]))
+	case index.Start >= 0:
+		key, _ = strconv.Atoi(string(d[index.Start:index.End]))
 	case len(s.callOrder) == 0:
 		key = -1
 	default:
@@ -836,23 +899,19 @@ func (s *chatToResponses) callDelta(emit Emit, d []byte, el jsonspan.Span) error
 		c.id = id
 	}
 	var args []byte // escaped, without quotes
-	if fn := f[2]; fn.Start >= 0 && d[fn.Start] == '{' {
-		var g [2]jsonspan.Span
-		jsonspan.ObjectFields(d, fn.Start, []string{"name", "arguments"}, g[:])
-		if name, ok := jsonspan.StringValue(d, g[0]); ok && name != "" && c.idx < 0 {
-			c.name += name // some upstreams stream the name in pieces
-		}
-		if a := g[1]; a.Start >= 0 && d[a.Start] == '"' {
-			args = d[a.Start+1 : a.End-1]
-		}
+	if name, ok := jsonspan.StringValue(d, nameSp); ok && name != "" && c.idx < 0 {
+		c.name += name // some upstreams stream the name in pieces
+	}
+	if a := argsSp; a.Start >= 0 && d[a.Start] == '"' {
+		args = d[a.Start+1 : a.End-1]
 	}
 	if c.idx < 0 {
 		c.args = append(c.args, args...)
 		if c.name == "" {
-			return nil // not announced before the name is known
+			return end, nil // not announced before the name is known
 		}
 		if err := s.closeOpen(emit); err != nil {
-			return err
+			return end, err
 		}
 		c.idx = s.next
 		c.idxStr = strconv.Itoa(c.idx)
@@ -864,20 +923,20 @@ func (s *chatToResponses) callDelta(emit Emit, d []byte, el jsonspan.Span) error
 		b = append(b, `,"item":`...)
 		b = s.out.callItemEsc(b, c.idx, s.callIDOf(c), c.name, []byte(`""`), "in_progress")
 		if err := s.send(emit, append(b, '}')); err != nil {
-			return err
+			return end, err
 		}
 		args = c.args // what came before the name, and this piece
 	} else {
 		c.args = append(c.args, args...)
 	}
 	if len(args) == 0 {
-		return nil
+		return end, nil
 	}
 	b := s.begin("response.function_call_arguments.delta")
 	b = s.itemRef(b, c.itemID, c.idxStr)
 	b = append(b, `,"delta":"`...)
 	b = append(b, args...)
-	return s.send(emit, append(b, `"}`...))
+	return end, s.send(emit, append(b, `"}`...))
 }
 
 func (s *chatToResponses) callIDOf(c *streamCall) string {
