@@ -190,7 +190,6 @@ type chatBuild struct {
 	asIDs       []string // the calls' ids, whose tool messages follow
 	asOpen      bool
 	refs        itemRefs
-	nmsg        int
 }
 
 // itemRefs is what the first pass over the input learns of calls.
@@ -217,7 +216,6 @@ func (b *chatBuild) messages(out []byte, instructions jsonspan.Span) ([]byte, er
 		conv = append(conv, `{"role":"user","content":`...)
 		conv = append(conv, doc[b.input.Start:b.input.End]...)
 		conv = append(conv, '}')
-		b.nmsg++
 	case doc[b.input.Start] == '[':
 		b.refs = b.scanRefs()
 		conv, system, err = b.items(conv, system, b.refs)
@@ -307,7 +305,6 @@ func (b *chatBuild) items(conv []byte, system []string, refs itemRefs) ([]byte, 
 					conv = jsonspan.AppendStringStr(conv, text)
 				}
 				conv = append(conv, '}')
-				b.nmsg++
 			}
 		case "reasoning":
 			leading = false
@@ -406,7 +403,6 @@ func (b *chatBuild) userText(conv []byte, text string) []byte {
 	conv = b.sep(conv)
 	conv = append(conv, `{"role":"user","content":`...)
 	conv = jsonspan.AppendStringStr(conv, text)
-	b.nmsg++
 	return append(conv, '}')
 }
 
@@ -443,7 +439,6 @@ func (b *chatBuild) flush(conv []byte) []byte {
 		conv = append(conv, ']')
 	}
 	conv = append(conv, '}')
-	b.nmsg++
 	var images []byte
 	for _, id := range b.asIDs {
 		conv, images = b.toolMessage(conv, images, id)
@@ -454,7 +449,6 @@ func (b *chatBuild) flush(conv []byte) []byte {
 		conv = append(conv, `,{"role":"user","content":[{"type":"text","text":"The images the tool calls returned:"},`...)
 		conv = append(conv, images...)
 		conv = append(conv, "]}"...)
-		b.nmsg++
 	}
 	b.reset()
 	return conv
@@ -483,7 +477,6 @@ func (b *chatBuild) toolMessage(conv, images []byte, id string) ([]byte, []byte)
 			images = append(images, imgs...)
 		}
 	}
-	b.nmsg++
 	return append(conv, '}'), images
 }
 

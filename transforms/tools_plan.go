@@ -94,13 +94,13 @@ type ToolsPlan struct {
 	// "path=value" (equal to value). Paths use dots.
 	ThinkingFields []string `json:"thinking_fields,omitempty"`
 
-	actions   map[string]string
-	rule      *nameRule
-	thinking  []thinkingField
-	noChoice  [2]map[string]bool // [thinking]: supported modes
-	maxTools  int
-	custom    *CustomToolsToFunction
-	unknownAc string
+	actions     map[string]string
+	rule        *nameRule
+	thinking    []thinkingField
+	choiceModes [2]map[string]bool // the tool_choice modes taken, [0] without thinking, [1] while thinking
+	maxTools    int
+	custom      *CustomToolsToFunction
+	unknownAc   string
 }
 
 type thinkingField struct {
@@ -227,11 +227,11 @@ func (t *ToolsPlan) compile() error {
 		return fmt.Errorf("unsupported_choice: %q (want degrade or reject)", t.UnsupportedChoice)
 	}
 	for i, modes := range [][]string{t.ToolChoice, t.ThinkingToolChoice} {
-		t.noChoice[i] = map[string]bool{}
+		t.choiceModes[i] = map[string]bool{}
 		for _, m := range modes {
 			switch m {
 			case choiceNone, choiceAuto, choiceRequired, choiceNamed, choiceAllowed:
-				t.noChoice[i][m] = true
+				t.choiceModes[i][m] = true
 			default:
 				return fmt.Errorf("tool_choice: unknown mode %q (want none, auto, required, named or allowed_tools)", m)
 			}

@@ -386,10 +386,10 @@ func (p *toolPlan) planChoice() (func(), error) {
 		return nil, nil
 	}
 	p.choiceNode = top
-	modes := p.t.noChoice[0]
+	modes := p.t.choiceModes[0]
 	state := "without thinking"
 	if p.thinking {
-		modes = p.t.noChoice[1]
+		modes = p.t.choiceModes[1]
 		state = "while thinking"
 	}
 	chat := w.Protocol == ProtocolChat
