@@ -92,22 +92,8 @@ func (p *toolPlan) dropHostedCalls() {
 		if len(run) == 0 {
 			return
 		}
-		first, last := run[0], run[len(run)-1]
-		start, end := first.Start, last.End
-		if next := jsonspan.SkipSpace(doc, end); next < len(doc) && doc[next] == ',' {
-			end = jsonspan.SkipSpace(doc, next+1)
-		} else {
-			for k := start - 1; k >= 0; k-- {
-				if doc[k] == ',' {
-					start = k
-					break
-				}
-				if doc[k] != ' ' && doc[k] != '\t' && doc[k] != '\n' && doc[k] != '\r' {
-					break
-				}
-			}
-		}
-		w.Edit(start, end, nil, false)
+		e := jsonspan.RemoveRun(doc, run[0].Start, run[len(run)-1].End)
+		w.Edit(e.Start, e.End, nil, false)
 		run = run[:0]
 	}
 	for i := range w.Nodes {

@@ -525,3 +525,30 @@ func TestRegressRepairedFirstCharacter(t *testing.T) {
 		`{"output":[{"type":"function_call","id":"fc_1","call_id":"c1","name":"tabc","arguments":"{}"},{"type":"function_call","id":"fc_2","call_id":"c2","name":"t","arguments":"{}"},{"type":"function_call","id":"fc_3","call_id":"c3","name":"t_x","arguments":"{}"}]}`,
 		`{"output":[{"type":"function_call","id":"fc_1","call_id":"c1","name":".abc","arguments":"{}"},{"type":"function_call","id":"fc_2","call_id":"c2","name":"é","arguments":"{}"},{"type":"function_call","id":"fc_3","call_id":"c3","name":"_x","arguments":"{}"}]}`)
 }
+
+// tools and tool_choice both go, whatever their places among the other
+// members: neighbours share a comma, which must go once.
+func TestRegressRemoveToolsInEveryOrder(t *testing.T) {
+	members := []string{`"model":"m"`, `"tools":[{"type":"function","name":"f"}]`, `"tool_choice":"none"`, `"input":"hi"`}
+	var perm func([]string, int)
+	perm = func(m []string, k int) {
+		if k == len(m) {
+			for _, sep := range []string{",", " ,\n "} {
+				body := "{" + strings.Join(m, sep) + "}"
+				x := begin(t, chainOf(t, `[{"transform":"tools_plan","config":{"profile":"glm"}}]`), ProtocolResponses, []byte(body))
+				out, err := x.RewriteRequest([]byte(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				jsonEqual(t, out, `{"model":"m","input":"hi"}`)
+			}
+			return
+		}
+		for i := k; i < len(m); i++ {
+			m[k], m[i] = m[i], m[k]
+			perm(m, k+1)
+			m[k], m[i] = m[i], m[k]
+		}
+	}
+	perm(members, 0)
+}

@@ -619,32 +619,31 @@ func (p *toolPlan) removeChoice(top *ToolNode) func() {
 }
 
 // removeTools deletes tools and tool_choice: the request must not call
-// tools and the upstream cannot be told so.
+// tools and the upstream cannot be told so. Neighbours go as one run, so
+// the two removals never claim the same comma.
 func (p *toolPlan) removeTools(top *ToolNode) func() {
 	return func() {
-		c := jsonspan.RemoveMember(p.w.Doc, top.obj())
-		if t := p.w.tools; t.Start >= 0 {
-			// Neighbours may share a comma: then one edit takes both.
-			e := jsonspan.RemoveMember(p.w.Doc, t)
-			if e.End > c.Start && c.End > e.Start {
-				// tools, then tool_choice last: both go with the comma
-				// before tools, if any.
-				doc := p.w.Doc
-				start := min(c.Start, e.Start)
-				for k := start - 1; k >= 0; k-- {
-					if doc[k] == ',' {
-						start = k
-						break
-					}
-					if doc[k] != ' ' && doc[k] != '\t' && doc[k] != '\n' && doc[k] != '\r' {
-						break
-					}
-				}
-				c.Start, c.End = start, max(c.End, e.End)
-			} else {
-				p.w.Edit(e.Start, e.End, nil, true)
-			}
+		doc := p.w.Doc
+		c := top.obj()
+		t := p.w.tools
+		if t.Start < 0 {
+			e := jsonspan.RemoveMember(doc, c)
+			p.w.Edit(e.Start, e.End, nil, true)
+			return
 		}
-		p.w.Edit(c.Start, c.End, nil, true)
+		first, second := t, c
+		if c.Start < t.Start {
+			first, second = c, t
+		}
+		if next := jsonspan.SkipSpace(doc, first.End); next < len(doc) && doc[next] == ',' &&
+			jsonspan.SkipSpace(doc, next+1) == jsonspan.KeyStart(doc, second) {
+			e := jsonspan.RemoveRun(doc, jsonspan.KeyStart(doc, first), second.End)
+			p.w.Edit(e.Start, e.End, nil, true)
+			return
+		}
+		for _, v := range []jsonspan.Span{t, c} {
+			e := jsonspan.RemoveMember(doc, v)
+			p.w.Edit(e.Start, e.End, nil, true)
+		}
 	}
 }

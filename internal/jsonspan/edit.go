@@ -146,6 +146,12 @@ func SameSlice(a, b []byte) bool {
 // neighbour, leaving the object valid. The key must hold no quote (names
 // such as "id" never do): it is found by looking back from the value.
 func RemoveMember(doc []byte, v Span) Edit {
+	return RemoveRun(doc, KeyStart(doc, v), v.End)
+}
+
+// KeyStart returns where the key of the member whose value is at v begins.
+// The key must hold no quote.
+func KeyStart(doc []byte, v Span) int {
 	colon := v.Start - 1
 	for doc[colon] != ':' {
 		colon--
@@ -158,9 +164,16 @@ func RemoveMember(doc []byte, v Span) Edit {
 	for doc[start] != '"' {
 		start--
 	}
-	// Take the comma after the member, or, for the last member, the one
-	// before it.
-	if next := SkipSpace(doc, v.End); next < len(doc) && doc[next] == ',' {
+	return start
+}
+
+// RemoveRun returns the edit that deletes doc[start:end], one or more
+// adjacent members of an object or elements of an array, with the comma
+// that separates the run from a neighbour: the one after it, or for a run
+// at the end, the one before. Runs removed this way from one container
+// never overlap when kept elements separate them.
+func RemoveRun(doc []byte, start, end int) Edit {
+	if next := SkipSpace(doc, end); next < len(doc) && doc[next] == ',' {
 		return Edit{Start: start, End: SkipSpace(doc, next+1)}
 	}
 	prev := start - 1
@@ -168,7 +181,7 @@ func RemoveMember(doc []byte, v Span) Edit {
 		prev--
 	}
 	if prev >= 0 && doc[prev] == ',' {
-		return Edit{Start: prev, End: v.End}
+		return Edit{Start: prev, End: end}
 	}
-	return Edit{Start: start, End: v.End}
+	return Edit{Start: start, End: end}
 }
