@@ -6,9 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
-	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -164,12 +162,7 @@ func (t *ResponsesToChat) Provision(caddy.Context) error {
 	}
 	k, ok := bridgeProfiles[t.Profile]
 	if !ok {
-		names := make([]string, 0, len(bridgeProfiles))
-		for n := range bridgeProfiles {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return fmt.Errorf("profile %q: unknown; have %s", t.Profile, strings.Join(names, ", "))
+		return unknownProfile(t.Profile, bridgeProfiles)
 	}
 	switch t.MaxTokensField {
 	case "":

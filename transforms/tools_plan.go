@@ -100,7 +100,6 @@ type ToolsPlan struct {
 	choiceModes [2]map[string]bool // the tool_choice modes taken, [0] without thinking, [1] while thinking
 	maxTools    int
 	custom      *CustomToolsToFunction
-	unknownAc   string
 }
 
 type thinkingField struct {
@@ -128,16 +127,11 @@ func (t *ToolsPlan) Provision(ctx caddy.Context) error {
 	if t.Profile == "" {
 		t.Profile = "function_only"
 	}
-	mk, ok := presets[t.Profile]
+	p, ok := presets[t.Profile]
 	if !ok {
-		names := make([]string, 0, len(presets))
-		for n := range presets {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return fmt.Errorf("profile %q: unknown; have %s", t.Profile, strings.Join(names, ", "))
+		return unknownProfile(t.Profile, presets)
 	}
-	base := mk()
+	base := p.plan()
 	if t.NativeTypes == nil {
 		t.NativeTypes = base.NativeTypes
 	}
@@ -271,8 +265,18 @@ func (t *ToolsPlan) compile() error {
 		}
 		t.thinking = append(t.thinking, thinkingField{path: path, value: value, eq: eq})
 	}
-	t.unknownAc = t.UnknownTypes
 	return nil
+}
+
+// unknownProfile is the error for a profile name not among names' keys,
+// listing them.
+func unknownProfile[V any](name string, names map[string]V) error {
+	have := make([]string, 0, len(names))
+	for n := range names {
+		have = append(have, n)
+	}
+	sort.Strings(have)
+	return fmt.Errorf("profile %q: unknown; have %s", name, strings.Join(have, ", "))
 }
 
 // action is what the plan does with a tool type: native, degrade, drop or
@@ -291,7 +295,7 @@ func (t *ToolsPlan) action(typ string) string {
 			return a
 		}
 	}
-	return t.unknownAc
+	return t.UnknownTypes
 }
 
 // UnmarshalCaddyfile sets up the transform from its rule block. Syntax:

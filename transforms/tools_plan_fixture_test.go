@@ -39,7 +39,7 @@ func TestToolsPlanCodexFixtureEveryPreset(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			plan := presets[profile]()
+			plan := presets[profile].plan()
 			rule := regexp.MustCompile(plan.NamePattern)
 			tools := gjson.GetBytes(out, "tools").Array()
 			if len(tools) != 9 {

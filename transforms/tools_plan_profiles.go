@@ -83,119 +83,66 @@ func functionOnlyTypes() map[string]string {
 	}
 }
 
+// preset is what one provider's profile sets; every preset also degrades
+// what can be degraded, drops web search and unknown types, and flattens
+// namespaces (see plan).
+type preset struct {
+	native           []string // types taken as they are, besides function
+	choice, thinking []string // tool_choice modes without and while thinking
+	maxTools         int
+	pattern          string
+	thinkingModels   []string
+	thinkingFields   []string
+}
+
+// plan is the preset as a config, with fresh maps and slices the config's
+// own fields may be merged into.
+func (p preset) plan() ToolsPlan {
+	return ToolsPlan{
+		NativeTypes:        p.native,
+		Types:              functionOnlyTypes(),
+		UnknownTypes:       actDrop,
+		Namespaces:         "flatten",
+		ToolChoice:         p.choice,
+		ThinkingToolChoice: p.thinking,
+		MaxTools:           intp(p.maxTools),
+		NamePattern:        p.pattern,
+		ThinkingModels:     p.thinkingModels,
+		ThinkingFields:     p.thinkingFields,
+	}
+}
+
+var (
+	modesAll      = []string{choiceNone, choiceAuto, choiceRequired, choiceNamed}
+	modesUnforced = []string{choiceNone, choiceAuto}
+)
+
 // presets are the profiles by name.
-var presets = map[string]func() ToolsPlan{
+var presets = map[string]preset{
 	// A Responses or Chat upstream that takes function tools and nothing
-	// else, with OpenAI's limits.
-	"function_only": func() ToolsPlan {
-		return ToolsPlan{
-			Types:              functionOnlyTypes(),
-			UnknownTypes:       actDrop,
-			Namespaces:         "flatten",
-			ToolChoice:         []string{choiceNone, choiceAuto, choiceRequired, choiceNamed},
-			ThinkingToolChoice: []string{choiceNone, choiceAuto, choiceRequired, choiceNamed},
-			MaxTools:           intp(128), // OpenAI's validator
-			NamePattern:        `^[a-zA-Z0-9_-]{1,64}$`,
-		}
-	},
+	// else, with OpenAI's limits (128: OpenAI's validator).
+	"function_only": {choice: modesAll, thinking: modesAll, maxTools: 128, pattern: `^[a-zA-Z0-9_-]{1,64}$`},
 	// OpenAI Chat Completions: function and custom tools.
-	"openai_chat": func() ToolsPlan {
-		return ToolsPlan{
-			NativeTypes:        []string{"custom"},
-			Types:              functionOnlyTypes(),
-			UnknownTypes:       actDrop,
-			Namespaces:         "flatten",
-			ToolChoice:         []string{choiceNone, choiceAuto, choiceRequired, choiceNamed, choiceAllowed},
-			ThinkingToolChoice: []string{choiceNone, choiceAuto, choiceRequired, choiceNamed, choiceAllowed},
-			MaxTools:           intp(128),
-			NamePattern:        `^[a-zA-Z0-9_-]{1,64}$`,
-		}
-	},
-	"deepseek": func() ToolsPlan {
-		return ToolsPlan{
-			Types:              functionOnlyTypes(),
-			UnknownTypes:       actDrop,
-			Namespaces:         "flatten",
-			ToolChoice:         []string{choiceNone, choiceAuto, choiceRequired, choiceNamed},
-			ThinkingToolChoice: []string{choiceNone, choiceAuto},
-			MaxTools:           intp(safeMaxTools), // not published
-			NamePattern:        `^[a-zA-Z0-9_-]{1,64}$`,
-			ThinkingModels:     []string{"deepseek-reasoner"},
-			ThinkingFields:     []string{"thinking.type=enabled", "reasoning_effort", "reasoning.effort"},
-		}
-	},
-	"kimi": func() ToolsPlan {
-		return ToolsPlan{
-			Types:              functionOnlyTypes(),
-			UnknownTypes:       actDrop,
-			Namespaces:         "flatten",
-			ToolChoice:         []string{choiceNone, choiceAuto}, // modes not stated: the two every API has
-			ThinkingToolChoice: []string{choiceNone, choiceAuto},
-			MaxTools:           intp(128),
-			NamePattern:        `^[a-zA-Z_][a-zA-Z0-9_-]{2,63}$`,
-			ThinkingModels:     []string{"kimi-*-thinking*"},
-			ThinkingFields:     []string{"thinking.type=enabled"},
-		}
-	},
-	"glm": func() ToolsPlan {
-		return ToolsPlan{
-			Types:              functionOnlyTypes(),
-			UnknownTypes:       actDrop,
-			Namespaces:         "flatten",
-			ToolChoice:         []string{choiceAuto},
-			ThinkingToolChoice: []string{choiceAuto},
-			MaxTools:           intp(128),
-			NamePattern:        safeNamePattern, // not found
-			ThinkingFields:     []string{"thinking.type=enabled"},
-		}
-	},
-	"qwen": func() ToolsPlan {
-		return ToolsPlan{
-			Types:              functionOnlyTypes(),
-			UnknownTypes:       actDrop,
-			Namespaces:         "flatten",
-			ToolChoice:         []string{choiceNone, choiceAuto, choiceRequired, choiceNamed},
-			ThinkingToolChoice: []string{choiceNone, choiceAuto},
-			MaxTools:           intp(safeMaxTools), // not found
-			NamePattern:        safeNamePattern,    // not found
-			ThinkingModels:     []string{"qwq*", "*-thinking*"},
-			ThinkingFields:     []string{"enable_thinking=true"},
-		}
-	},
-	"minimax": func() ToolsPlan {
-		return ToolsPlan{
-			Types:              functionOnlyTypes(),
-			UnknownTypes:       actDrop,
-			Namespaces:         "flatten",
-			ToolChoice:         []string{choiceNone, choiceAuto, choiceRequired, choiceNamed},
-			ThinkingToolChoice: []string{choiceNone, choiceAuto, choiceRequired, choiceNamed},
-			MaxTools:           intp(safeMaxTools), // not found
-			NamePattern:        safeNamePattern,    // not found
-		}
-	},
-	"gemini": func() ToolsPlan {
-		return ToolsPlan{
-			Types:              functionOnlyTypes(),
-			UnknownTypes:       actDrop,
-			Namespaces:         "flatten",
-			ToolChoice:         []string{choiceNone, choiceAuto, choiceRequired, choiceNamed},
-			ThinkingToolChoice: []string{choiceNone, choiceAuto, choiceRequired, choiceNamed},
-			MaxTools:           intp(128),
-			NamePattern:        `^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$`,
-		}
-	},
-	"bedrock": func() ToolsPlan {
-		return ToolsPlan{
-			Types:              functionOnlyTypes(),
-			UnknownTypes:       actDrop,
-			Namespaces:         "flatten",
-			ToolChoice:         []string{choiceAuto, choiceRequired, choiceNamed},
-			ThinkingToolChoice: []string{choiceAuto},
-			MaxTools:           intp(safeMaxTools), // not found
-			NamePattern:        `^[a-zA-Z0-9_-]{1,64}$`,
-			ThinkingFields:     []string{"thinking.type=enabled", "additionalModelRequestFields.thinking.type=enabled"},
-		}
-	},
+	"openai_chat": {native: []string{"custom"}, choice: append(modesAll[:4:4], choiceAllowed), thinking: append(modesAll[:4:4], choiceAllowed),
+		maxTools: 128, pattern: `^[a-zA-Z0-9_-]{1,64}$`},
+	// No cap published (GodeX uses 128); no forced choice while thinking.
+	"deepseek": {choice: modesAll, thinking: modesUnforced, maxTools: safeMaxTools, pattern: `^[a-zA-Z0-9_-]{1,64}$`,
+		thinkingModels: []string{"deepseek-reasoner"}, thinkingFields: []string{"thinking.type=enabled", "reasoning_effort", "reasoning.effort"}},
+	// Modes not stated: the two every API has.
+	"kimi": {choice: modesUnforced, thinking: modesUnforced, maxTools: 128, pattern: `^[a-zA-Z_][a-zA-Z0-9_-]{2,63}$`,
+		thinkingModels: []string{"kimi-*-thinking*"}, thinkingFields: []string{"thinking.type=enabled"}},
+	// "auto" only; name rule not found.
+	"glm": {choice: []string{choiceAuto}, thinking: []string{choiceAuto}, maxTools: 128, pattern: safeNamePattern,
+		thinkingFields: []string{"thinking.type=enabled"}},
+	// Cap and name rule not found.
+	"qwen": {choice: modesAll, thinking: modesUnforced, maxTools: safeMaxTools, pattern: safeNamePattern,
+		thinkingModels: []string{"qwq*", "*-thinking*"}, thinkingFields: []string{"enable_thinking=true"}},
+	// Cap and name rule not found.
+	"minimax": {choice: modesAll, thinking: modesAll, maxTools: safeMaxTools, pattern: safeNamePattern},
+	"gemini":  {choice: modesAll, thinking: modesAll, maxTools: 128, pattern: `^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$`},
+	// No "none"; Claude refuses a forced choice while thinking; no cap found.
+	"bedrock": {choice: []string{choiceAuto, choiceRequired, choiceNamed}, thinking: []string{choiceAuto}, maxTools: safeMaxTools, pattern: `^[a-zA-Z0-9_-]{1,64}$`,
+		thinkingFields: []string{"thinking.type=enabled", "additionalModelRequestFields.thinking.type=enabled"}},
 }
 
 func intp(n int) *int { return &n }
