@@ -731,6 +731,29 @@ func (p *Provider) replyResponses(w http.ResponseWriter, req gjson.Result, n, bo
 	s.event("response.completed", jsonField{"response", response("completed", output, usage)})
 }
 
+// writeChatCompletion writes a whole Chat answer: one choice holding msg.
+func writeChatCompletion(w http.ResponseWriter, id string, created int64, model string, msg jsonObj, finish string, usage any) {
+	writeJSON(w, jsonObj{
+		{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
+		{"choices", []any{jsonObj{{"index", 0}, {"message", msg}, {"logprobs", nil}, {"finish_reason", finish}}}},
+		{"usage", usage},
+	})
+}
+
+// chatChunker returns what writes one chunk of a Chat stream with the
+// given choices and usage. OpenAI sends "usage":null on every chunk once
+// usage was asked for.
+func chatChunker(s *sseWriter, req gjson.Result, id string, created int64, model string) func(choices []any, usage any) {
+	includeUsage := req.Get("stream_options.include_usage").Bool()
+	return func(choices []any, usage any) {
+		c := jsonObj{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model}, {"choices", choices}}
+		if includeUsage {
+			c = append(c, jsonField{"usage", usage})
+		}
+		s.data(c)
+	}
+}
+
 func outputText(text string) jsonObj {
 	return jsonObj{{"type", "output_text"}, {"annotations", []any{}}, {"logprobs", []any{}}, {"text", text}}
 }
@@ -773,24 +796,12 @@ func (p *Provider) replyChat(w http.ResponseWriter, req gjson.Result, n, bodyLen
 		if toolCalls != nil {
 			msg = append(msg, jsonField{"tool_calls", toolCalls})
 		}
-		writeJSON(w, jsonObj{
-			{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
-			{"choices", []any{jsonObj{{"index", 0}, {"message", msg}, {"logprobs", nil}, {"finish_reason", finish}}}},
-			{"usage", usage},
-		})
+		writeChatCompletion(w, id, created, model, msg, finish, usage)
 		return
 	}
 
-	includeUsage := req.Get("stream_options.include_usage").Bool()
 	s := newSSE(w, false, false)
-	chunk := func(choices []any, usageVal any) {
-		c := jsonObj{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model}, {"choices", choices}}
-		// OpenAI sends "usage":null on every chunk once usage was asked for.
-		if includeUsage {
-			c = append(c, jsonField{"usage", usageVal})
-		}
-		s.data(c)
-	}
+	chunk := chatChunker(s, req, id, created, model)
 	choice := func(delta jsonObj, finishReason any) []any {
 		return []any{jsonObj{{"index", 0}, {"delta", delta}, {"logprobs", nil}, {"finish_reason", finishReason}}}
 	}
@@ -806,7 +817,7 @@ func (p *Provider) replyChat(w http.ResponseWriter, req gjson.Result, n, bodyLen
 		}
 	}
 	chunk(choice(jsonObj{}, finish), nil)
-	if includeUsage {
+	if req.Get("stream_options.include_usage").Bool() {
 		chunk([]any{}, usage)
 	}
 	s.raw("[DONE]")

@@ -473,23 +473,12 @@ func (p *Provider) replyThinking(w http.ResponseWriter, req gjson.Result, n, bod
 			}
 			msg = append(msg, jsonField{"tool_calls", tcs})
 		}
-		writeJSON(w, jsonObj{
-			{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
-			{"choices", []any{jsonObj{{"index", 0}, {"message", msg}, {"logprobs", nil}, {"finish_reason", finish}}}},
-			{"usage", usage},
-		})
+		writeChatCompletion(w, id, created, model, msg, finish, usage)
 		return
 	}
 
-	includeUsage := req.Get("stream_options.include_usage").Bool()
 	s := newSSE(w, false, false)
-	chunk := func(choices []any, usageVal any) {
-		c := jsonObj{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model}, {"choices", choices}}
-		if includeUsage {
-			c = append(c, jsonField{"usage", usageVal})
-		}
-		s.data(c)
-	}
+	chunk := chatChunker(s, req, id, created, model)
 	first := true
 	delta := func(d jsonObj, finishReason any) {
 		if first {
@@ -513,7 +502,7 @@ func (p *Provider) replyThinking(w http.ResponseWriter, req gjson.Result, n, bod
 		}
 	}
 	delta(jsonObj{{"content", ""}, {"reasoning_content", nil}}, finish)
-	if includeUsage {
+	if req.Get("stream_options.include_usage").Bool() {
 		chunk([]any{}, usage)
 	}
 	s.raw("[DONE]")
