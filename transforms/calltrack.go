@@ -22,8 +22,9 @@ import (
 type CallPolicy interface {
 	// OpenCall is asked about each function call of the upstream's
 	// response (up.Type is "function"; Chat calls have no namespace). It
-	// returns the identity the client must see, with Type "custom" or
-	// "function", and the handler of the call's arguments; ok false leaves
+	// returns the identity the client must see, with Type "custom",
+	// "function" or, with a handler that is an ItemBuilder, a built-in
+	// type, and the handler of the call's arguments; ok false leaves
 	// the call alone. It is the "opened" step of a call's life: the
 	// handler then sees the argument deltas, and the call ends finished
 	// (Finish) or abandoned (the handler is dropped).

@@ -61,12 +61,16 @@
 //     calls in JSON bodies and in both stream flavours and asks the rule's
 //     CallPolicy which are its own. A call's life is opened (OpenCall),
 //     argument deltas (CallHandler.Delta), then finished (Finish) or
-//     abandoned. The tracker writes the client's shape, leaves
-//     sequence_number to the engine and never completes a call from
-//     partial arguments.
+//     abandoned; a built-in call (local_shell_call, …) is built whole
+//     once its arguments are complete (ItemBuilder). The tracker writes
+//     the client's shape, leaves sequence_number to the engine and never
+//     completes a call from partial arguments.
 //
-// field_custom_tools_to_function is such a policy; a transform from another
-// module uses the same exported API (see the integration tests' test_rename).
+// field_custom_tools_to_function and tools_plan are such policies (tools_plan
+// runs the former's conversion inside itself, a stage nearer the upstream
+// than its own); a transform from another module uses the same exported API
+// (see the integration tests' test_rename). responses_to_chat is a
+// ProtocolBridge: rules before it see Responses, rules after it Chat.
 //
 // # Rounds
 //
