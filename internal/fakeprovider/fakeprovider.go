@@ -138,6 +138,20 @@ type Provider struct {
 	// come in the provider's error shape.
 	Thinking Thinking
 
+	// NoTools makes the provider a model without function calling, as an
+	// Ollama model without tool support or a reasoning model served
+	// without tools is. It refuses, on both endpoints and before any other
+	// check, a request that mentions tools at all: the members tools,
+	// tool_choice, parallel_tool_calls, functions and function_call, even
+	// empty ("<model> does not support tools (request member 'tools')");
+	// Chat messages with role tool or function and assistant messages with
+	// tool_calls or function_call; Responses items other than messages and
+	// reasoning, messages with another role than user, assistant, system
+	// or developer, and content parts that are not text, image, file or
+	// refusal. What it accepts it answers with text that counts the input
+	// messages. A thinking provider ignores it.
+	NoTools bool
+
 	// Turns script a thinking provider's conversation: a request holding
 	// k assistant tool-call messages gets Turns[k], streamed as the
 	// providers do (reasoning_content deltas, content deltas, tool_calls
@@ -253,6 +267,10 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			p.replyThinking(w, req, n, len(body))
 		}
+		return
+	}
+	if rej := p.rejectNoTools(req, api); rej != nil {
+		writeError(w, http.StatusBadRequest, rej.message, rej.param, rej.code)
 		return
 	}
 	reject := rejectChat
@@ -557,6 +575,9 @@ func (p *Provider) callTo(namespace, name string) script {
 }
 
 func (p *Provider) planResponses(req gjson.Result) script {
+	if p.NoTools {
+		return noToolsResponsesScript(req)
+	}
 	items := req.Get("input").Array()
 	if len(items) > 0 && items[len(items)-1].Get("type").String() == "function_call_output" {
 		return script{preface: msgApplied}
@@ -580,6 +601,9 @@ func (p *Provider) planResponses(req gjson.Result) script {
 }
 
 func (p *Provider) planChat(req gjson.Result) script {
+	if p.NoTools {
+		return noToolsChatScript(req)
+	}
 	msgs := req.Get("messages").Array()
 	if len(msgs) > 0 && msgs[len(msgs)-1].Get("role").String() == "tool" {
 		return script{preface: msgApplied}
