@@ -262,6 +262,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		MaxEvent:      int(h.MaxBodySize),
 	}, h.logger)
 	x.Explain = h.Explain
+	x.Replacer, _ = r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if h.Explain {
 		w = newExplainWriter(w, x)
 	}

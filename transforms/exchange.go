@@ -3,6 +3,8 @@ package transforms
 import (
 	"strings"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -44,6 +46,15 @@ type Exchange struct {
 	// PatchInvalid counts restored apply_patch inputs that normalisation
 	// could not bring into Codex's grammar.
 	PatchInvalid int
+	// UndeclaredCalls and FilteredCalls count the response's calls to
+	// tools the client never declared, and to tools a rule filtered out of
+	// the request; DroppedCalls counts those of them a rule removed.
+	UndeclaredCalls, FilteredCalls, DroppedCalls int
+
+	// Replacer resolves Caddy placeholders for rules with conditions on
+	// the request; the handler sets the request's own. Nil resolves only
+	// the global placeholders.
+	Replacer *caddy.Replacer
 
 	client Protocol
 	// protos[i] is the protocol of the request body as bound rule i gets

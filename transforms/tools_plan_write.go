@@ -619,30 +619,17 @@ func (p *toolPlan) removeChoice(top *ToolNode) func() {
 }
 
 // removeTools deletes tools and tool_choice: the request must not call
-// tools and the upstream cannot be told so. Neighbours go as one run, so
-// the two removals never claim the same comma.
+// tools and the upstream cannot be told so.
 func (p *toolPlan) removeTools(top *ToolNode) func() {
 	return func() {
-		doc := p.w.Doc
-		c := top.obj()
-		t := p.w.tools
-		if t.Start < 0 {
-			e := jsonspan.RemoveMember(doc, c)
-			p.w.Edit(e.Start, e.End, nil, true)
-			return
+		vals := []jsonspan.Span{p.w.tools, top.obj()}
+		switch {
+		case p.w.tools.Start < 0:
+			vals = vals[1:]
+		case top.Start < p.w.tools.Start:
+			vals[0], vals[1] = vals[1], vals[0]
 		}
-		first, second := t, c
-		if c.Start < t.Start {
-			first, second = c, t
-		}
-		if next := jsonspan.SkipSpace(doc, first.End); next < len(doc) && doc[next] == ',' &&
-			jsonspan.SkipSpace(doc, next+1) == jsonspan.KeyStart(doc, second) {
-			e := jsonspan.RemoveRun(doc, jsonspan.KeyStart(doc, first), second.End)
-			p.w.Edit(e.Start, e.End, nil, true)
-			return
-		}
-		for _, v := range []jsonspan.Span{t, c} {
-			e := jsonspan.RemoveMember(doc, v)
+		for _, e := range jsonspan.RemoveMembers(p.w.Doc, vals) {
 			p.w.Edit(e.Start, e.End, nil, true)
 		}
 	}

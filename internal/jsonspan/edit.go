@@ -185,3 +185,25 @@ func RemoveRun(doc []byte, start, end int) Edit {
 	}
 	return Edit{Start: start, End: end}
 }
+
+// RemoveMembers returns the edits that delete the members of one object
+// whose values are at vals, in document order, each with a comma. Members
+// next to each other go as one run, so the edits never claim the same
+// comma.
+func RemoveMembers(doc []byte, vals []Span) []Edit {
+	var edits []Edit
+	for i := 0; i < len(vals); {
+		start, end := KeyStart(doc, vals[i]), vals[i].End
+		j := i + 1
+		for ; j < len(vals); j++ {
+			next := SkipSpace(doc, end)
+			if next >= len(doc) || doc[next] != ',' || SkipSpace(doc, next+1) != KeyStart(doc, vals[j]) {
+				break
+			}
+			end = vals[j].End
+		}
+		edits = append(edits, RemoveRun(doc, start, end))
+		i = j
+	}
+	return edits
+}

@@ -1,0 +1,518 @@
+package transforms
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
+)
+
+// filterRecord is what one request's filtering leaves for its response.
+type filterRecord struct {
+	active bool
+	// declared holds the nameKeys of the tools the upstream was offered;
+	// filtered those the rule took out, with the reason.
+	declared map[string]bool
+	filtered map[string]string
+}
+
+func (t *ToolsFilter) record(x *Exchange) *filterRecord {
+	return x.Record(t, func() any { return &filterRecord{} }).(*filterRecord)
+}
+
+// filterError is a 400 in the client's protocol shape.
+func filterError(code, param, format string, a ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: code, Param: param, Message: fmt.Sprintf(format, a...)}
+}
+
+// RewriteRequest implements RequestRewriter.
+func (t *ToolsFilter) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
+	if !allHold(x, t.conds) {
+		return body, nil
+	}
+	if p := x.Protocol(); p != ProtocolResponses && p != ProtocolChat {
+		return body, nil
+	}
+	rec := t.record(x)
+	if t.off {
+		out, err := t.withoutTools(x, body)
+		if err == nil && !x.Invalid {
+			rec.active = true
+		}
+		return out, err
+	}
+	w := WalkTools(x, body)
+	if w == nil {
+		return body, nil
+	}
+	rec.active = true
+	f := &filterRun{t: t, x: x, w: w, rec: rec, status: make([]filterStatus, len(w.Nodes))}
+	return f.run()
+}
+
+// filterStatus is the outcome for one definition node.
+type filterStatus struct {
+	reason  string // "" kept, else why the tool was filtered
+	denied  bool   // a namespace's deny covers its tools
+	allowed bool   // a namespace's allow covers its tools
+	changed bool   // a namespace some of whose tools were filtered
+	kept    bool   // a namespace: at least one of its tools was kept
+}
+
+type filterRun struct {
+	t      *ToolsFilter
+	x      *Exchange
+	w      *ToolWalk
+	rec    *filterRecord
+	status []filterStatus // by node index; definitions only
+	// keptTop counts the top-level definitions left, defaults included.
+	keptTop  int
+	anyTop   bool // the request has a top-level tools list
+	defaults [][]byte
+}
+
+func (f *filterRun) run() ([]byte, error) {
+	w := f.w
+	f.rec.declared = make(map[string]bool, len(w.Nodes))
+	f.rec.filtered = map[string]string{}
+	f.judge()
+	f.addDefaults()
+	// What the upstream may call, for the response phase.
+	for i := range w.Nodes {
+		n := &w.Nodes[i]
+		if n.Kind != NodeDefinition || n.Type == "namespace" {
+			continue
+		}
+		id := ToolID{Type: n.Type, Namespace: n.Namespace, Name: n.Name}
+		if r := f.status[i].reason; r == "" {
+			f.rec.declared[id.nameKey()] = true
+		} else if r != reasonDuplicate {
+			f.rec.filtered[id.nameKey()] = r
+		}
+	}
+	// A tool both filtered and kept under one name (a duplicate that
+	// differs) counts as declared.
+	for k := range f.rec.declared {
+		delete(f.rec.filtered, k)
+	}
+	choiceEdits, err := f.planChoice()
+	if err != nil {
+		return nil, err
+	}
+	if f.anyTop && f.keptTop == 0 {
+		// Never an empty list: an upstream without tools gets none, and no
+		// choice among them either.
+		f.x.Decide("tools", "drop", "no tool is left: tools, tool_choice and parallel_tool_calls are not sent")
+		removeMembers(w, w.Doc, "tools", "tool_choice", "parallel_tool_calls")
+	} else {
+		f.writeLists()
+		for _, e := range choiceEdits {
+			w.Edit(e.Start, e.End, e.Repl, true)
+		}
+	}
+	return w.Rewrite(), nil
+}
+
+// judge decides every definition, namespaces after the tools inside them.
+func (f *filterRun) judge() {
+	w := f.w
+	seen := map[string]bool{}
+	for i := range w.Nodes {
+		n := &w.Nodes[i]
+		if n.Kind != NodeDefinition {
+			continue
+		}
+		st := &f.status[i]
+		st.denied, st.allowed = f.matches(f.t.deny, n), len(f.t.allow) == 0 || f.matches(f.t.allow, n)
+		if n.parent >= 0 {
+			p := &f.status[n.parent]
+			st.denied = st.denied || p.denied
+			st.allowed = st.allowed || p.allowed
+		}
+		switch {
+		case st.denied:
+			st.reason = reasonDenied
+		case !st.allowed && n.Type != "namespace":
+			st.reason = reasonNotAllowed
+		case n.Type != "namespace":
+			// The first of two tools of one name wins, as in LobeHub's
+			// engine; the upstream would refuse both.
+			k := ToolID{Type: n.Type, Namespace: n.Namespace, Name: n.Name}.nameKey() + "\x00" + w.roots[n.root]
+			if seen[k] {
+				st.reason = reasonDuplicate
+			}
+			seen[k] = true
+		}
+	}
+	// Backwards, so a namespace hears from its tools (nested ones first).
+	for i := len(w.Nodes) - 1; i >= 0; i-- {
+		n := &w.Nodes[i]
+		if n.Kind != NodeDefinition {
+			continue
+		}
+		st := &f.status[i]
+		if n.Type == "namespace" && st.reason == "" {
+			empty := n.next == int32(i+1)
+			switch {
+			case st.kept || (empty && st.allowed):
+			case !st.allowed && empty:
+				st.reason = reasonNotAllowed
+			default:
+				// Every tool inside was filtered: an empty namespace is
+				// no tool at all.
+				st.reason = reasonNotAllowed
+				if st.changed && f.allDenied(i) {
+					st.reason = reasonDenied
+				}
+			}
+		}
+		if n.parent >= 0 {
+			p := &f.status[n.parent]
+			if st.reason == "" {
+				p.kept = true
+			} else {
+				p.changed = true
+			}
+		}
+		if st.reason != "" && (n.parent < 0 || f.status[n.parent].reason == "") {
+			f.x.Decide(ToolID{Type: n.Type, Namespace: n.Namespace, Name: n.Name}.display(), "drop", st.reason)
+		}
+	}
+	for i := range w.Nodes {
+		n := &w.Nodes[i]
+		if n.Kind == NodeDefinition && n.parent < 0 && w.roots[n.root] == "tools" {
+			f.anyTop = true
+			if f.status[i].reason == "" {
+				f.keptTop++
+			}
+		}
+	}
+	if !f.anyTop && w.tools.Start >= 0 {
+		f.anyTop = true // an empty or odd list: defaults may still join it
+	}
+}
+
+// allDenied reports whether every tool inside namespace node i was denied.
+func (f *filterRun) allDenied(i int) bool {
+	w := f.w
+	for j := i + 1; j < int(w.Nodes[i].next); j = int(w.Nodes[j].next) {
+		if f.status[j].reason != reasonDenied {
+			return false
+		}
+	}
+	return true
+}
+
+// display names a tool for decisions: namespace/name, or its type when it
+// has no name.
+func (id ToolID) display() string {
+	switch {
+	case id.Name == "":
+		return id.Type
+	case id.Namespace == "" || id.Type == "namespace":
+		return id.Name
+	}
+	return id.Namespace + "/" + id.Name
+}
+
+func (f *filterRun) matches(list []selector, n *ToolNode) bool {
+	for i := range list {
+		if list[i].matches(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// addDefaults picks the defaults the request lacks and the selectors let
+// through.
+func (f *filterRun) addDefaults() {
+	if len(f.t.defaults) == 0 {
+		return
+	}
+	declared := map[string]bool{}
+	for i := range f.w.Nodes {
+		n := &f.w.Nodes[i]
+		if n.Kind == NodeDefinition && n.parent < 0 {
+			declared[ToolID{Type: n.Type, Namespace: n.Namespace, Name: n.Name}.nameKey()] = true
+		}
+	}
+	for i := range f.t.defaults {
+		d := &f.t.defaults[i]
+		if declared[d.id.nameKey()] {
+			continue // the client's own declaration stands
+		}
+		probe := ToolNode{Kind: NodeDefinition, Type: d.id.Type, Namespace: d.id.Namespace, Name: d.id.Name}
+		reason := ""
+		switch {
+		case f.matches(f.t.deny, &probe):
+			reason = reasonDenied
+		case len(f.t.allow) > 0 && !f.matches(f.t.allow, &probe):
+			reason = reasonNotAllowed
+		case f.w.Protocol == ProtocolChat && d.chat == nil:
+			reason = reasonIncompatible
+		}
+		if reason != "" {
+			f.x.Decide(d.id.display(), "skip_default", reason)
+			continue
+		}
+		f.x.Decide(d.id.display(), "add_default", "the request does not declare it")
+		f.rec.declared[d.id.nameKey()] = true
+		if f.w.Protocol == ProtocolChat {
+			f.defaults = append(f.defaults, d.chat)
+		} else {
+			f.defaults = append(f.defaults, d.responses)
+		}
+		f.keptTop++
+	}
+}
+
+// writeLists rewrites every definition list that lost a tool, and the
+// top-level one when defaults join it. Kept tools keep their bytes.
+func (f *filterRun) writeLists() {
+	w := f.w
+	firsts := map[int32]int{} // root list -> its first node
+	for i := range w.Nodes {
+		n := &w.Nodes[i]
+		if n.Kind != NodeDefinition || n.parent >= 0 {
+			continue
+		}
+		if _, ok := firsts[n.root]; !ok {
+			firsts[n.root] = i
+		}
+	}
+	touched := map[int32]bool{}
+	for i := range w.Nodes {
+		n := &w.Nodes[i]
+		if n.Kind == NodeDefinition && n.parent < 0 && (f.status[i].reason != "" || f.status[i].changed) {
+			touched[n.root] = true
+		}
+	}
+	topRoot := int32(-1)
+	for r, name := range w.roots {
+		if name == "tools" && w.listSpan(int32(r)).Start >= 0 {
+			topRoot = int32(r)
+		}
+	}
+	for r := range touched {
+		if r == topRoot {
+			continue
+		}
+		sp := w.listSpan(r)
+		w.Edit(sp.Start, sp.End, f.writeList(nil, sp, firsts[r], nil), true)
+	}
+	switch {
+	case topRoot >= 0 && (touched[topRoot] || len(f.defaults) > 0):
+		sp := w.listSpan(topRoot)
+		first, ok := firsts[topRoot]
+		if !ok {
+			first = len(w.Nodes)
+		}
+		w.Edit(sp.Start, sp.End, f.writeList(nil, sp, first, f.defaults), true)
+	case topRoot < 0 && len(f.defaults) > 0 && w.tools.Start >= 0:
+		// A tools member that is not a list: the upstream refuses it
+		// anyway, and defaults cannot join it.
+	case topRoot < 0 && len(f.defaults) > 0:
+		list := f.writeList(nil, jsonspan.NoSpan(), len(w.Nodes), f.defaults)
+		insertMember(w, "tools", list)
+	}
+}
+
+// writeList writes the array at sp without the filtered tools, recursing
+// into namespaces that lost some, then extra. first is the node of the
+// array's first definition.
+func (f *filterRun) writeList(out []byte, sp jsonspan.Span, first int, extra [][]byte) []byte {
+	w := f.w
+	doc := w.Doc
+	out = append(out, '[')
+	n := 0
+	sep := func() {
+		if n > 0 {
+			out = append(out, ',')
+		}
+		n++
+	}
+	j := first
+	if sp.Start >= 0 {
+		jsonspan.EachElement(doc, sp.Start, func(el jsonspan.Span) bool {
+			if j >= len(w.Nodes) || w.Nodes[j].Start != el.Start {
+				sep() // not a tool object: not ours to judge
+				out = append(out, doc[el.Start:el.End]...)
+				return true
+			}
+			node, st := &w.Nodes[j], f.status[j]
+			at := j
+			j = int(node.next)
+			switch {
+			case st.reason != "":
+			case st.changed:
+				sep()
+				out = f.writeNamespace(out, at)
+			default:
+				sep()
+				out = append(out, doc[el.Start:el.End]...)
+			}
+			return true
+		})
+	}
+	for _, e := range extra {
+		sep()
+		out = append(out, e...)
+	}
+	return append(out, ']')
+}
+
+// writeNamespace writes namespace node i with only its kept tools.
+func (f *filterRun) writeNamespace(out []byte, i int) []byte {
+	doc := f.w.Doc
+	n := &f.w.Nodes[i]
+	ow := jsonspan.NewObj(out)
+	done := false
+	jsonspan.EachMember(doc, n.Start, func(m jsonspan.Member) bool {
+		if !done && m.KeyIs(doc, "tools") && doc[m.Value.Start] == '[' {
+			done = true
+			ow.Key("tools")
+			ow.B = f.writeList(ow.B, m.Value, i+1, nil)
+			return true
+		}
+		ow.Raw(doc, m)
+		return true
+	})
+	return ow.Close()
+}
+
+// planChoice checks tool_choice against what was filtered: a choice that
+// forces a filtered tool is refused, and allowed_tools loses the filtered
+// ones. It returns the edits to make when the tools stay.
+func (f *filterRun) planChoice() ([]jsonspan.Edit, error) {
+	w := f.w
+	doc := w.Doc
+	var top *ToolNode
+	var entries []*ToolNode
+	for i := range w.Nodes {
+		n := &w.Nodes[i]
+		if n.Kind != NodeChoice {
+			continue
+		}
+		if n.Allowed {
+			entries = append(entries, n)
+		} else {
+			top = n
+		}
+	}
+	if top == nil {
+		return nil, nil
+	}
+	noTools := f.anyTop && f.keptTop == 0
+	switch {
+	case top.Type == "":
+		if noTools && jsonspan.IsString(doc, top.obj(), "required") {
+			return nil, filterError("tool_filtered", "tool_choice",
+				"tool_choice is \"required\" but every tool of the request was filtered by the gateway (%s)", f.why())
+		}
+		return nil, nil
+	case top.Type == "allowed_tools":
+		var keep []jsonspan.Span
+		var gone []string
+		for _, e := range entries {
+			id := ToolID{Type: e.Type, Namespace: e.Namespace, Name: e.Name}
+			if r, ok := f.rec.filtered[id.nameKey()]; ok {
+				gone = append(gone, id.display()+" ("+r+")")
+				continue
+			}
+			keep = append(keep, e.obj())
+		}
+		if len(gone) == 0 {
+			return nil, nil
+		}
+		if len(keep) == 0 {
+			return nil, filterError("tool_filtered", "tool_choice",
+				"tool_choice allows only tools the gateway filtered: %s", strings.Join(gone, ", "))
+		}
+		f.x.Decide("tool_choice", "filter_allowed_tools", "removed "+strings.Join(gone, ", "))
+		list := jsonspan.Lookup(doc, top.Start, "tools")
+		if inner := jsonspan.Lookup(doc, top.Start, "allowed_tools"); inner.Start >= 0 && doc[inner.Start] == '{' {
+			list = jsonspan.Lookup(doc, inner.Start, "tools")
+		}
+		out := []byte{'['}
+		for i, sp := range keep {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, doc[sp.Start:sp.End]...)
+		}
+		return []jsonspan.Edit{{Start: list.Start, End: list.End, Repl: append(out, ']')}}, nil
+	}
+	id := ToolID{Type: top.Type, Namespace: top.Namespace, Name: top.Name}
+	if id.Type == "function" || id.Type == "custom" {
+		// A hosted tool is chosen by type alone; a function or custom
+		// tool by its name.
+	} else {
+		id.Name = ""
+	}
+	if r, ok := f.rec.filtered[id.nameKey()]; ok {
+		return nil, filterError("tool_filtered", "tool_choice",
+			"tool_choice forces tool %q, which the gateway filtered from this request (%s)", id.display(), r)
+	}
+	return nil, nil
+}
+
+// why sums up the reasons tools were filtered, for messages.
+func (f *filterRun) why() string {
+	counts := map[string]int{}
+	for _, r := range f.rec.filtered {
+		counts[r]++
+	}
+	var parts []string
+	for _, r := range []string{reasonDenied, reasonNotAllowed, reasonIncompatible} {
+		if counts[r] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[r], r))
+		}
+	}
+	if len(parts) == 0 {
+		return "none declared"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// removeMembers plans the removal of the named top-level members of doc
+// that are present; neighbours go as one run, so no two removals claim
+// the same comma.
+func removeMembers(w *ToolWalk, doc []byte, names ...string) {
+	var vals []jsonspan.Span
+	jsonspan.WalkMembers(doc, 0, func(k jsonspan.Span, v int) int {
+		e := jsonspan.SkipValue(doc, v)
+		for _, n := range names {
+			if jsonspan.KeyIs(doc, k, n) {
+				vals = append(vals, jsonspan.Span{Start: v, End: e})
+				break
+			}
+		}
+		return e
+	})
+	for _, e := range jsonspan.RemoveMembers(doc, vals) {
+		w.Edit(e.Start, e.End, nil, true)
+	}
+}
+
+// insertMember plans a new top-level member at the end of the body.
+func insertMember(w *ToolWalk, key string, value []byte) {
+	doc := w.Doc
+	end := len(doc) - 1
+	for end > 0 && doc[end] != '}' {
+		end--
+	}
+	prev := end - 1
+	for prev > 0 && (doc[prev] == ' ' || doc[prev] == '\t' || doc[prev] == '\n' || doc[prev] == '\r') {
+		prev--
+	}
+	m := make([]byte, 0, len(key)+len(value)+4)
+	if doc[prev] != '{' {
+		m = append(m, ',')
+	}
+	m = jsonspan.AppendStringStr(m, key)
+	m = append(m, ':')
+	m = append(m, value...)
+	w.Edit(end, end, m, true)
+}
