@@ -1,0 +1,696 @@
+package transforms
+
+import (
+	"bytes"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
+)
+
+// schemaRules is what a rewrite of one function's parameters does; a
+// dialect gives one set for every tool and one more for strict tools.
+type schemaRules struct {
+	strip        map[string]bool // keywords removed at schema positions
+	inline       bool            // local $refs resolved in place
+	enumString   bool            // non-string enum values become strings
+	typeArrays   string          // keep, nullable or any_of
+	constEnum    bool            // const becomes a one-value enum
+	closeObjects bool            // additionalProperties false, every property required
+	formats      map[string]bool // the string formats kept; nil keeps all
+	anyOfAlone   bool            // anyOf takes no siblings but description, title, nullable
+	rootObject   bool            // the root is an object schema
+	describe     bool            // constraints taken out are told in the description
+	minItemsMax  int             // minItems above it is taken out; 0 keeps all
+}
+
+// constraintKeywords are the keywords whose loss changes what a value may
+// be; the model is told of them in the description when they go.
+var constraintKeywords = map[string]bool{
+	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
+	"multipleOf": true, "minLength": true, "maxLength": true, "pattern": true, "format": true,
+	"minItems": true, "maxItems": true, "uniqueItems": true, "minProperties": true,
+	"maxProperties": true, "const": true, "default": true,
+}
+
+// schemaWriter rewrites one function's parameters schema.
+type schemaWriter struct {
+	doc      []byte
+	r        *schemaRules
+	root     jsonspan.Span
+	maxDepth int // nested $ref inlining
+	budget   int // output bytes left
+	where    string
+	refs     []string // the $refs being inlined, innermost last
+	depth    int      // nesting of schema objects
+	changed  bool
+	did      map[string]bool // what was done, for the decision
+	err      *Error
+}
+
+// maxSchemaNesting bounds how deep schemas may nest: far beyond any real
+// tool, and short of what would make the rewrite's recursion a risk.
+const maxSchemaNesting = 200
+
+func schemaError(code, param, format string, a ...any) *Error {
+	e := filterError(code, param, format, a...)
+	e.Status = http.StatusBadRequest
+	return e
+}
+
+func (s *schemaWriter) note(what string) {
+	s.changed = true
+	if s.did == nil {
+		s.did = map[string]bool{}
+	}
+	s.did[what] = true
+}
+
+// members collects an object's members with their keys unescaped.
+type member struct {
+	key string
+	m   jsonspan.Member
+}
+
+func (s *schemaWriter) members(v jsonspan.Span) []member {
+	var ms []member
+	jsonspan.EachMember(s.doc, v.Start, func(m jsonspan.Member) bool {
+		ms = append(ms, member{keyName(s.doc, m.Key), m})
+		return true
+	})
+	return ms
+}
+
+func find(ms []member, key string) int {
+	for i := range ms {
+		if ms[i].key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// schema writes the schema at v, which sits at a schema position; nullable
+// asks for null to be allowed too (an optional property of a closed
+// object).
+func (s *schemaWriter) schema(out []byte, v jsonspan.Span, nullable bool) []byte {
+	if s.err != nil {
+		return out
+	}
+	doc := s.doc
+	if doc[v.Start] != '{' {
+		if nullable {
+			// true or false as a schema: true already takes null.
+			s.note("nullable")
+			return append(append(append(out, `{"anyOf":[`...), doc[v.Start:v.End]...), `,{"type":"null"}]}`...)
+		}
+		return append(out, doc[v.Start:v.End]...)
+	}
+	s.depth++
+	defer func() { s.depth-- }()
+	if s.depth > maxSchemaNesting {
+		s.err = schemaError("schema_too_deep", s.where, "the schema of %s nests deeper than %d levels", s.where, maxSchemaNesting)
+		return out
+	}
+	ms := s.members(v)
+	pushed := 0
+	defer func() { s.refs = s.refs[:len(s.refs)-pushed] }()
+	for s.r.inline {
+		i := find(ms, "$ref")
+		if i < 0 {
+			break
+		}
+		ref, _ := jsonspan.StringValue(doc, ms[i].m.Value)
+		if slices.Contains(s.refs, ref) {
+			s.err = schemaError("schema_ref_cycle", s.where,
+				"the schema of %s refers to itself through %q (%s): the upstream needs references inlined, and a cycle cannot be", s.where, ref, strings.Join(append(s.refs, ref), " -> "))
+			return out
+		}
+		if len(s.refs) >= s.maxDepth {
+			s.err = schemaError("schema_ref_depth", s.where,
+				"the schema of %s nests $ref more than %d deep (%s)", s.where, s.maxDepth, strings.Join(append(s.refs, ref), " -> "))
+			return out
+		}
+		target, ok := s.pointer(ref)
+		if !ok {
+			s.err = schemaError("schema_ref_unresolved", s.where,
+				"the schema of %s refers to %q, which is not a schema of the same document; the upstream needs references inlined", s.where, ref)
+			return out
+		}
+		s.refs = append(s.refs, ref)
+		pushed++
+		s.note("inline_refs")
+		// The members beside $ref win over the target's.
+		merged := slices.Delete(slices.Clone(ms), i, i+1)
+		if doc[target.Start] != '{' {
+			if len(merged) == 0 {
+				s.refs = s.refs[:len(s.refs)-1]
+				pushed--
+				return s.schema(out, target, nullable)
+			}
+			break // a boolean target beside other keywords: keep those
+		}
+		for _, tm := range s.members(target) {
+			if find(merged, tm.key) < 0 {
+				merged = append(merged, tm)
+			}
+		}
+		ms = merged
+	}
+	return s.object(out, ms, nullable)
+}
+
+// pointer resolves a local reference: "#" or a JSON pointer into the root
+// schema ("#/$defs/node"). Anything else is not ours to fetch.
+func (s *schemaWriter) pointer(ref string) (jsonspan.Span, bool) {
+	doc := s.doc
+	v := s.root
+	if ref == "#" {
+		return v, true
+	}
+	if !strings.HasPrefix(ref, "#/") {
+		return jsonspan.NoSpan(), false
+	}
+	for _, tok := range strings.Split(ref[2:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch doc[v.Start] {
+		case '{':
+			next := jsonspan.NoSpan()
+			jsonspan.EachMember(doc, v.Start, func(m jsonspan.Member) bool {
+				if keyName(doc, m.Key) == tok {
+					next = m.Value
+					return false
+				}
+				return true
+			})
+			v = next
+		case '[':
+			n, err := strconv.Atoi(tok)
+			if err != nil || n < 0 {
+				return jsonspan.NoSpan(), false
+			}
+			next, i := jsonspan.NoSpan(), 0
+			jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+				if i == n {
+					next = el
+					return false
+				}
+				i++
+				return true
+			})
+			v = next
+		default:
+			return jsonspan.NoSpan(), false
+		}
+		if v.Start < 0 {
+			return v, false
+		}
+	}
+	return v, doc[v.Start] == '{' || doc[v.Start] == 't' || doc[v.Start] == 'f'
+}
+
+// object writes one schema object from its members.
+func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
+	doc, r := s.doc, s.r
+	root := s.depth == 1 && len(s.refs) == 0
+	typ := s.typeOf(ms)
+	isObject := typ == "object" || (typ == "" && find(ms, "properties") >= 0)
+	// Properties first: required is filtered against them, wherever it
+	// stands.
+	var props []string
+	if i := find(ms, "properties"); i >= 0 && doc[ms[i].m.Value.Start] == '{' {
+		jsonspan.EachMember(doc, ms[i].m.Value.Start, func(m jsonspan.Member) bool {
+			props = append(props, keyName(doc, m.Key))
+			return true
+		})
+	}
+	var required []string
+	hasRequired := false
+	if i := find(ms, "required"); i >= 0 {
+		hasRequired = true
+		if rv := ms[i].m.Value; doc[rv.Start] == '[' {
+			jsonspan.EachElement(doc, rv.Start, func(el jsonspan.Span) bool {
+				if name, ok := jsonspan.StringValue(doc, el); ok {
+					required = append(required, name)
+				}
+				return true
+			})
+		}
+	}
+	closing := r.closeObjects && isObject
+	anyOf := r.anyOfAlone && find(ms, "anyOf") >= 0
+	var told []string // constraints taken out, for the description
+	drop := func(m member) bool {
+		k := m.key
+		switch {
+		case r.strip[k]:
+		case k == "format" && r.formats != nil && typ == "string" && !r.formats[stringOf(doc, m.m.Value)]:
+		case k == "minItems" && r.minItemsMax > 0 && !smallInt(doc, m.m.Value, r.minItemsMax):
+		case anyOf && k != "anyOf" && k != "description" && k != "title" && k != "nullable":
+		case (k == "$defs" || k == "definitions") && r.inline && root:
+		case k == "$ref" && r.inline:
+			// a boolean target kept the keywords beside it
+		default:
+			return false
+		}
+		if r.describe && constraintKeywords[k] {
+			told = append(told, k+": "+string(doc[m.m.Value.Start:m.m.Value.End]))
+		}
+		s.note("strip " + k)
+		return true
+	}
+	ow := jsonspan.NewObj(out)
+	wroteDesc, wroteProps, wroteAdditional, wroteRequired := false, false, false, false
+	nullDone := !nullable
+	writeDesc := func(v jsonspan.Span) {
+		wroteDesc = true
+		ow.Key("description")
+		text := []byte{}
+		if v.Start >= 0 {
+			if doc[v.Start] != '"' || len(told) == 0 {
+				ow.B = append(ow.B, doc[v.Start:v.End]...)
+				return
+			}
+			text = jsonspan.Unescape(text, doc[v.Start+1:v.End-1])
+			text = append(text, ' ')
+		}
+		text = append(text, '(')
+		text = append(text, strings.Join(told, "; ")...)
+		text = append(text, ')')
+		ow.B = jsonspan.AppendString(ow.B, text)
+	}
+	// What goes is decided first: the description, wherever it stands,
+	// tells of the constraints that went.
+	dropped := make([]bool, len(ms))
+	for i, m := range ms {
+		dropped[i] = drop(m)
+	}
+	for i, m := range ms {
+		if dropped[i] {
+			continue
+		}
+		k := m.key
+		v := m.m.Value
+		switch k {
+		case "description":
+			writeDesc(v)
+		case "properties":
+			wroteProps = true
+			ow.Key("properties")
+			ow.B = s.properties(ow.B, v, required, hasRequired, closing)
+		case "patternProperties", "dependentSchemas", "$defs", "definitions":
+			ow.Key(k)
+			ow.B = s.schemaMap(ow.B, v)
+		case "items", "additionalItems", "unevaluatedItems", "contains", "not", "if", "then", "else", "propertyNames":
+			ow.Sep()
+			ow.B = append(ow.B, doc[m.m.Key.Start:m.m.Key.End]...)
+			ow.B = append(ow.B, ':')
+			if doc[v.Start] == '[' {
+				ow.B = s.schemaList(ow.B, v, false)
+			} else {
+				ow.B = s.schema(ow.B, v, false)
+			}
+		case "prefixItems", "allOf", "oneOf":
+			ow.Key(k)
+			ow.B = s.schemaList(ow.B, v, false)
+		case "anyOf":
+			ow.Key(k)
+			ow.B = s.schemaList(ow.B, v, nullable)
+			nullDone = true
+		case "additionalProperties":
+			wroteAdditional = true
+			switch {
+			case closing:
+				if string(doc[v.Start:v.End]) != "false" {
+					s.note("close_objects")
+				}
+				ow.Key(k)
+				ow.B = append(ow.B, "false"...)
+			case doc[v.Start] == '{':
+				ow.Key(k)
+				ow.B = s.schema(ow.B, v, false)
+			default:
+				ow.Raw(doc, m.m)
+			}
+		case "required":
+			wroteRequired = true
+			ow.B = s.required(&ow, m.m, props, required, closing)
+		case "type":
+			var done bool
+			ow.B, done = s.typeMember(&ow, v, nullable, ms)
+			nullDone = nullDone || done
+		case "enum":
+			ow.Key(k)
+			var done bool
+			ow.B, done = s.enum(ow.B, v, nullable)
+			nullDone = nullDone || done
+		case "const":
+			if r.constEnum {
+				s.note("const_to_enum")
+				ow.Key("enum")
+				ow.B = append(ow.B, '[')
+				ow.B = s.enumValue(ow.B, v)
+				ow.B = append(ow.B, ']')
+				continue
+			}
+			ow.Raw(doc, m.m)
+		default:
+			ow.Raw(doc, m.m)
+		}
+	}
+	if r.enumString && !anyOf && find(ms, "type") < 0 && (find(ms, "enum") >= 0 || (r.constEnum && find(ms, "const") >= 0)) {
+		// The values are strings now; a dialect that wants string enums
+		// wants the type said.
+		s.note("enum_to_string")
+		ow.Key("type")
+		ow.B = append(ow.B, `"string"`...)
+	}
+	if len(told) > 0 && !wroteDesc {
+		writeDesc(jsonspan.NoSpan())
+	}
+	if root && r.rootObject && typ == "" && !anyOf {
+		s.note("root_object")
+		ow.Key("type")
+		ow.B = append(ow.B, `"object"`...)
+		isObject = true
+	}
+	if (isObject || (root && r.rootObject)) && !wroteProps && !anyOf {
+		s.note("properties")
+		ow.Key("properties")
+		ow.B = append(ow.B, "{}"...)
+	}
+	if closing && !wroteAdditional {
+		s.note("close_objects")
+		ow.Key("additionalProperties")
+		ow.B = append(ow.B, "false"...)
+	}
+	if closing && !wroteRequired && len(props) > 0 {
+		s.note("close_objects")
+		ow.Key("required")
+		ow.B = appendNames(ow.B, props)
+	}
+	if !nullDone {
+		// No type, enum or anyOf took the null in: allow it beside the
+		// schema.
+		s.note("nullable")
+		body := ow.Close()
+		start := len(out)
+		inner := slices.Clone(body[start:])
+		return append(append(append(body[:start], `{"anyOf":[`...), inner...), `,{"type":"null"}]}`...)
+	}
+	if s.budget -= len(ow.B) - len(out); s.budget < 0 && s.err == nil {
+		s.err = schemaError("schema_too_large", s.where, "the schema of %s grows too large when its references are inlined", s.where)
+	}
+	return ow.Close()
+}
+
+func wasTold(told []string, key string) bool {
+	for _, t := range told {
+		if strings.HasPrefix(t, key+": ") {
+			return true
+		}
+	}
+	return false
+}
+
+func stringOf(doc []byte, v jsonspan.Span) string {
+	s, _ := jsonspan.StringValue(doc, v)
+	return s
+}
+
+func smallInt(doc []byte, v jsonspan.Span, max int) bool {
+	n, err := strconv.Atoi(string(doc[v.Start:v.End]))
+	return err == nil && n <= max
+}
+
+// typeOf is a schema's single type, or "" (none, or a list).
+func (s *schemaWriter) typeOf(ms []member) string {
+	if i := find(ms, "type"); i >= 0 {
+		t, _ := jsonspan.StringValue(s.doc, ms[i].m.Value)
+		return t
+	}
+	return ""
+}
+
+// properties writes a properties object, each value a schema; with
+// closing, the ones not required become nullable.
+func (s *schemaWriter) properties(out []byte, v jsonspan.Span, required []string, hasRequired, closing bool) []byte {
+	doc := s.doc
+	if doc[v.Start] != '{' {
+		return append(out, doc[v.Start:v.End]...)
+	}
+	ow := jsonspan.NewObj(out)
+	jsonspan.EachMember(doc, v.Start, func(m jsonspan.Member) bool {
+		ow.Sep()
+		ow.B = append(ow.B, doc[m.Key.Start:m.Key.End]...)
+		ow.B = append(ow.B, ':')
+		optional := closing && !slices.Contains(required, keyName(doc, m.Key))
+		ow.B = s.schema(ow.B, m.Value, optional)
+		return true
+	})
+	return ow.Close()
+}
+
+// schemaMap writes an object whose member values are schemas.
+func (s *schemaWriter) schemaMap(out []byte, v jsonspan.Span) []byte {
+	doc := s.doc
+	if doc[v.Start] != '{' {
+		return append(out, doc[v.Start:v.End]...)
+	}
+	ow := jsonspan.NewObj(out)
+	jsonspan.EachMember(doc, v.Start, func(m jsonspan.Member) bool {
+		ow.Sep()
+		ow.B = append(ow.B, doc[m.Key.Start:m.Key.End]...)
+		ow.B = append(ow.B, ':')
+		ow.B = s.schema(ow.B, m.Value, false)
+		return true
+	})
+	return ow.Close()
+}
+
+// schemaList writes an array of schemas; addNull appends a null schema
+// to it (an optional anyOf property of a closed object).
+func (s *schemaWriter) schemaList(out []byte, v jsonspan.Span, addNull bool) []byte {
+	doc := s.doc
+	if doc[v.Start] != '[' {
+		return append(out, doc[v.Start:v.End]...)
+	}
+	out = append(out, '[')
+	n := 0
+	hasNull := false
+	jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+		if n > 0 {
+			out = append(out, ',')
+		}
+		n++
+		if doc[el.Start] == '{' && jsonspan.IsString(doc, jsonspan.Lookup(doc, el.Start, "type"), "null") {
+			hasNull = true
+		}
+		out = s.schema(out, el, false)
+		return true
+	})
+	if addNull && !hasNull {
+		s.note("nullable")
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"type":"null"}`...)
+	}
+	return append(out, ']')
+}
+
+// required writes the required list with only the names of existing
+// properties, each once; with closing, every property. A null or odd
+// required goes.
+func (s *schemaWriter) required(ow *jsonspan.ObjWriter, m jsonspan.Member, props, required []string, closing bool) []byte {
+	doc := s.doc
+	v := m.Value
+	var keep []string
+	if closing {
+		keep = props
+	} else {
+		for _, name := range required {
+			if slices.Contains(props, name) && !slices.Contains(keep, name) {
+				keep = append(keep, name)
+			}
+		}
+	}
+	same := doc[v.Start] == '[' && len(keep) == len(required) && slices.Equal(keep, required)
+	if same {
+		ow.Raw(doc, m)
+		return ow.B
+	}
+	if closing {
+		s.note("close_objects")
+	} else {
+		s.note("required")
+	}
+	if len(keep) == 0 && !closing {
+		return ow.B // nothing required: no member, never null
+	}
+	ow.Key("required")
+	return appendNames(ow.B, keep)
+}
+
+func appendNames(out []byte, names []string) []byte {
+	out = append(out, '[')
+	for i, n := range names {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = jsonspan.AppendStringStr(out, n)
+	}
+	return append(out, ']')
+}
+
+// typeMember writes type: a list becomes what the dialect takes, and a
+// nullable schema gets null. It reports whether null was taken in.
+func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nullable bool, ms []member) ([]byte, bool) {
+	doc := s.doc
+	var types []string
+	list := doc[v.Start] == '['
+	if list {
+		jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+			if t, ok := jsonspan.StringValue(doc, el); ok {
+				types = append(types, t)
+			}
+			return true
+		})
+	} else if t, ok := jsonspan.StringValue(doc, v); ok {
+		types = []string{t}
+	} else {
+		ow.Key("type")
+		return append(ow.B, doc[v.Start:v.End]...), false
+	}
+	hasNull := slices.Contains(types, "null")
+	if s.r.enumString && find(ms, "enum") >= 0 && !(len(types) == 1 && types[0] == "string") {
+		// The enum is made of strings now, and so is the value.
+		s.note("enum_to_string")
+		types, list = []string{"string"}, false
+		if hasNull {
+			types = append(types, "null")
+			list = true
+		}
+	}
+	if nullable && !hasNull {
+		s.note("nullable")
+		types = append(types, "null")
+		hasNull, list = true, true
+	}
+	if !list || s.r.typeArrays == "keep" || s.r.typeArrays == "" {
+		ow.Key("type")
+		want := jsonspan.AppendStringStr(nil, types[0])
+		if list {
+			want = appendNames(nil, types)
+		}
+		if bytes.Equal(doc[v.Start:v.End], want) {
+			return append(ow.B, doc[v.Start:v.End]...), hasNull
+		}
+		return append(ow.B, want...), hasNull
+	}
+	// A dialect without type lists: one type, nullable, or a union.
+	s.note("type_arrays")
+	var others []string
+	for _, t := range types {
+		if t != "null" {
+			others = append(others, t)
+		}
+	}
+	switch {
+	case len(others) == 1:
+		ow.Key("type")
+		ow.B = jsonspan.AppendStringStr(ow.B, others[0])
+	case len(others) > 1 && s.r.typeArrays == "nullable":
+		ow.Key("anyOf")
+		ow.B = append(ow.B, '[')
+		for i, t := range others {
+			if i > 0 {
+				ow.B = append(ow.B, ',')
+			}
+			ow.B = append(append(ow.B, `{"type":`...), jsonspan.AppendStringStr(nil, t)...)
+			ow.B = append(ow.B, '}')
+		}
+		ow.B = append(ow.B, ']')
+	case len(others) > 1:
+		ow.Key("anyOf")
+		ow.B = append(ow.B, '[')
+		for i, t := range types {
+			if i > 0 {
+				ow.B = append(ow.B, ',')
+			}
+			ow.B = append(append(ow.B, `{"type":`...), jsonspan.AppendStringStr(nil, t)...)
+			ow.B = append(ow.B, '}')
+		}
+		return append(ow.B, ']'), hasNull
+	}
+	if hasNull && s.r.typeArrays == "nullable" {
+		ow.Key("nullable")
+		ow.B = append(ow.B, "true"...)
+	}
+	return ow.B, hasNull
+}
+
+// enum writes an enum: strings only when the dialect wants them, with
+// null added for a nullable schema.
+func (s *schemaWriter) enum(out []byte, v jsonspan.Span, nullable bool) ([]byte, bool) {
+	doc := s.doc
+	if doc[v.Start] != '[' {
+		return append(out, doc[v.Start:v.End]...), false
+	}
+	hasNull, plain := false, true
+	jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+		switch doc[el.Start] {
+		case 'n':
+			hasNull = true
+			plain = plain && !s.r.enumString
+		case '"':
+		default:
+			plain = plain && !s.r.enumString
+		}
+		return true
+	})
+	if plain && (!nullable || hasNull) {
+		return append(out, doc[v.Start:v.End]...), hasNull
+	}
+	out = append(out, '[')
+	n := 0
+	jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+		if doc[el.Start] == 'n' && s.r.enumString {
+			return true // null is nullable's business
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		n++
+		if s.r.enumString {
+			out = s.enumValue(out, el)
+		} else {
+			out = append(out, doc[el.Start:el.End]...)
+		}
+		return true
+	})
+	if nullable && !hasNull && !s.r.enumString {
+		s.note("nullable")
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, "null"...)
+		hasNull = true
+	}
+	if s.r.enumString {
+		s.note("enum_to_string")
+	}
+	return append(out, ']'), hasNull || nullable && s.r.enumString
+}
+
+// enumValue writes one enum value as a string: numbers and booleans as
+// they are written, objects and arrays as their JSON.
+func (s *schemaWriter) enumValue(out []byte, v jsonspan.Span) []byte {
+	doc := s.doc
+	if !s.r.enumString || doc[v.Start] == '"' {
+		return append(out, doc[v.Start:v.End]...)
+	}
+	return jsonspan.AppendString(out, doc[v.Start:v.End])
+}

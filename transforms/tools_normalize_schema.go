@@ -1,0 +1,379 @@
+package transforms
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
+)
+
+func init() {
+	caddy.RegisterModule(ToolsNormalizeSchema{})
+}
+
+// ToolsNormalizeSchema rewrites the parameters schema of every function
+// tool, in both protocols and including the functions earlier rules made
+// (tools_plan's degraded built-ins), into what the upstream's schema
+// dialect accepts. Only schema positions are rewritten: a property named
+// "$ref" or "format" is a property, not a keyword. Schemas that need no
+// change keep their bytes, and so does everything around them.
+//
+// Every dialect drops a null or dangling required list (Bailian and GLM
+// refuse a null one) and gives every object schema properties:{}.
+type ToolsNormalizeSchema struct {
+	// Dialect names the upstream's rules: permissive (the default: the
+	// fixes every upstream needs and nothing more), openai_strict (strict
+	// functions get closed objects, every property required and the
+	// optional ones nullable), anthropic (strict functions as OpenAI's,
+	// plus only the formats and length and range keywords Anthropic's
+	// strict mode takes), gemini (Gemini's OpenAPI subset: references
+	// inlined; additionalProperties, $schema, $id, propertyNames and
+	// default removed; const and non-string enums made string enums; type
+	// lists made nullable; the function's strict flag removed) or kimi
+	// (Moonshot's strict subset, strict unless a function says
+	// strict:false: an object root, references inlined, $schema and $id
+	// removed). The README's dialect table gives the sources.
+	Dialect string `json:"dialect,omitempty"`
+
+	// StripKeywords are keywords removed at every schema position, on top
+	// of the dialect's.
+	StripKeywords []string `json:"strip_keywords,omitempty"`
+
+	// InlineRefs resolves local $ref (#/$defs/…, any pointer into the
+	// schema) in place and removes $defs and definitions. A reference that
+	// is not local, or a cycle, is a 400 naming the tool. Default: the
+	// dialect's.
+	InlineRefs *bool `json:"inline_refs,omitempty"`
+
+	// MaxRefDepth bounds how many references may nest while inlining; a
+	// deeper chain is a 400. Default: 32.
+	MaxRefDepth int `json:"max_ref_depth,omitempty"`
+
+	// EnumToString makes every enum value a string, and the schema's type
+	// string with it. Default: the dialect's.
+	EnumToString *bool `json:"enum_to_string,omitempty"`
+
+	// TypeArrays says what becomes of a type list such as
+	// ["string","null"]: "keep", "nullable" (one type and nullable:true,
+	// several as anyOf) or "any_of" (an anyOf of single types). Default:
+	// the dialect's.
+	TypeArrays string `json:"type_arrays,omitempty"`
+
+	// DescribeDropped appends the constraints a dialect takes out (a
+	// pattern, a maximum) to the schema's description, so the model still
+	// reads them. Default: true.
+	DescribeDropped *bool `json:"describe_dropped,omitempty"`
+
+	dialect         *schemaDialect
+	all, strictOnly schemaRules
+	maxRefDepth     int
+}
+
+// schemaDialect is one upstream's rules: what applies to every function,
+// and what applies on top to strict ones.
+type schemaDialect struct {
+	all, strict schemaRules
+	// strictDefault: a function without a strict member is strict (Kimi).
+	strictDefault bool
+	// dropStrict removes the function's strict member (Gemini refuses it).
+	dropStrict bool
+}
+
+func keywordSet(words ...string) map[string]bool {
+	m := make(map[string]bool, len(words))
+	for _, w := range words {
+		m[w] = true
+	}
+	return m
+}
+
+// schemaDialects are the presets, from provider-limits §A.2.
+var schemaDialects = map[string]schemaDialect{
+	"permissive": {},
+	"openai_strict": {
+		strict: schemaRules{closeObjects: true},
+	},
+	"anthropic": {
+		strict: schemaRules{
+			closeObjects: true,
+			strip:        keywordSet("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "multipleOf"),
+			formats:      keywordSet("date-time", "date", "time", "email", "uri", "uuid", "ipv4", "ipv6"),
+			minItemsMax:  1,
+			inline:       true,
+		},
+	},
+	"gemini": {
+		all: schemaRules{
+			strip:      keywordSet("additionalProperties", "$schema", "$id", "propertyNames", "default"),
+			inline:     true,
+			enumString: true,
+			typeArrays: "nullable",
+			constEnum:  true,
+			formats:    keywordSet("enum", "date-time"),
+			anyOfAlone: true,
+		},
+		dropStrict: true,
+	},
+	"kimi": {
+		all: schemaRules{
+			strip:      keywordSet("$schema", "$id"),
+			inline:     true,
+			rootObject: true,
+		},
+		strictDefault: true,
+	},
+}
+
+// CaddyModule returns the Caddy module information.
+func (ToolsNormalizeSchema) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  ModuleID("tools_normalize_schema"),
+		New: func() caddy.Module { return new(ToolsNormalizeSchema) },
+	}
+}
+
+// Provision compiles the dialect and the overrides.
+func (t *ToolsNormalizeSchema) Provision(caddy.Context) error {
+	if t.Dialect == "" {
+		t.Dialect = "permissive"
+	}
+	d, ok := schemaDialects[t.Dialect]
+	if !ok {
+		have := make([]string, 0, len(schemaDialects))
+		for n := range schemaDialects {
+			have = append(have, n)
+		}
+		sort.Strings(have)
+		return fmt.Errorf("dialect %q: unknown; have %s", t.Dialect, strings.Join(have, ", "))
+	}
+	t.dialect = &d
+	t.all, t.strictOnly = d.all, d.strict
+	for _, r := range []*schemaRules{&t.all, &t.strictOnly} {
+		r.strip = cloneSet(r.strip)
+		for _, k := range t.StripKeywords {
+			if k == "" {
+				return fmt.Errorf("strip_keywords: empty keyword")
+			}
+			if k == "type" || k == "properties" {
+				return fmt.Errorf("strip_keywords: %q is what a schema is made of; it cannot go", k)
+			}
+			r.strip[k] = true
+		}
+		if t.InlineRefs != nil {
+			r.inline = *t.InlineRefs
+		}
+		if t.EnumToString != nil {
+			r.enumString = *t.EnumToString
+		}
+		switch t.TypeArrays {
+		case "":
+		case "keep", "nullable", "any_of":
+			r.typeArrays = t.TypeArrays
+		default:
+			return fmt.Errorf("type_arrays: %q (want keep, nullable or any_of)", t.TypeArrays)
+		}
+		r.describe = t.DescribeDropped == nil || *t.DescribeDropped
+	}
+	switch {
+	case t.MaxRefDepth < 0:
+		return fmt.Errorf("max_ref_depth: %d is negative", t.MaxRefDepth)
+	case t.MaxRefDepth == 0:
+		t.maxRefDepth = 32
+	default:
+		t.maxRefDepth = t.MaxRefDepth
+	}
+	return nil
+}
+
+func cloneSet(m map[string]bool) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// rulesFor merges the rules of every function with a strict one's.
+func (t *ToolsNormalizeSchema) rulesFor(strict bool) *schemaRules {
+	if !strict {
+		return &t.all
+	}
+	r := t.all
+	s := t.strictOnly
+	r.strip = cloneSet(r.strip)
+	for k := range s.strip {
+		r.strip[k] = true
+	}
+	r.inline = r.inline || s.inline
+	r.enumString = r.enumString || s.enumString
+	if s.typeArrays != "" && t.TypeArrays == "" {
+		r.typeArrays = s.typeArrays
+	}
+	r.constEnum = r.constEnum || s.constEnum
+	r.closeObjects = r.closeObjects || s.closeObjects
+	if s.formats != nil {
+		r.formats = s.formats
+	}
+	r.anyOfAlone = r.anyOfAlone || s.anyOfAlone
+	r.rootObject = r.rootObject || s.rootObject
+	if s.minItemsMax > 0 {
+		r.minItemsMax = s.minItemsMax
+	}
+	return &r
+}
+
+// RewriteRequest implements RequestRewriter.
+func (t *ToolsNormalizeSchema) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
+	w := WalkTools(x, body)
+	if w == nil {
+		return body, nil
+	}
+	doc := w.Doc
+	var strictRules *schemaRules
+	for i := range w.Nodes {
+		n := &w.Nodes[i]
+		if n.Kind != NodeDefinition || n.Type != "function" {
+			continue
+		}
+		obj := n.obj()
+		if n.InnerStart >= 0 {
+			obj = jsonspan.Span{Start: n.InnerStart, End: n.InnerEnd}
+		}
+		var f [2]jsonspan.Span
+		jsonspan.ObjectFields(doc, obj.Start, []string{"parameters", "strict"}, f[:])
+		strict := t.dialect.strictDefault
+		if f[1].Start >= 0 {
+			strict = string(doc[f[1].Start:f[1].End]) == "true"
+		}
+		rules := &t.all
+		if strict {
+			if strictRules == nil {
+				strictRules = t.rulesFor(true)
+			}
+			rules = strictRules
+		}
+		where := n.Where() + ".parameters"
+		if n.InnerStart >= 0 {
+			where = n.Where() + ".function.parameters"
+		}
+		name := ToolID{Namespace: n.Namespace, Name: n.Name}.display()
+		if p := f[0]; p.Start >= 0 && (doc[p.Start] == '{' || doc[p.Start] == 't' || doc[p.Start] == 'f') {
+			s := &schemaWriter{doc: doc, r: rules, root: p, maxDepth: t.maxRefDepth,
+				budget: max(1<<20, 8*(p.End-p.Start)), where: where}
+			out := s.schema(nil, p, false)
+			if s.err != nil {
+				s.err.Message = fmt.Sprintf("tool %q: %s", name, s.err.Message)
+				return nil, s.err
+			}
+			if s.changed {
+				w.Edit(p.Start, p.End, out, true)
+				if x.deciding() {
+					x.Decide(name, "normalize_schema", t.Dialect+": "+summarize(s.did))
+				}
+			}
+		}
+		if t.dialect.dropStrict && f[1].Start >= 0 {
+			e := jsonspan.RemoveMember(doc, f[1])
+			w.Edit(e.Start, e.End, nil, true)
+			x.Decide(name, "drop_strict", t.Dialect+" takes no strict flag")
+		}
+	}
+	return w.Rewrite(), nil
+}
+
+func summarize(did map[string]bool) string {
+	list := make([]string, 0, len(did))
+	for k := range did {
+		list = append(list, k)
+	}
+	sort.Strings(list)
+	return strings.Join(list, ", ")
+}
+
+// UnmarshalCaddyfile sets up the transform from its rule block. Syntax:
+//
+//	rule tools_normalize_schema {
+//		dialect permissive|openai_strict|anthropic|gemini|kimi
+//		strip_keywords <keyword>...
+//		inline_refs [true|false]
+//		max_ref_depth <n>
+//		enum_to_string [true|false]
+//		type_arrays keep|nullable|any_of
+//		describe_dropped [true|false]
+//	}
+//
+// Each option appears once; a switch without a value is true.
+func (t *ToolsNormalizeSchema) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // transform name
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		opt := d.Val()
+		if seen[opt] {
+			return d.Errf("%s already specified", opt)
+		}
+		seen[opt] = true
+		args := d.RemainingArgs()
+		flag := func(dst **bool) error {
+			v := true
+			switch {
+			case len(args) == 0:
+			case len(args) == 1 && (args[0] == "true" || args[0] == "false"):
+				v = args[0] == "true"
+			default:
+				return d.Errf("%s: want true or false", opt)
+			}
+			*dst = &v
+			return nil
+		}
+		var err error
+		switch opt {
+		case "dialect", "type_arrays":
+			if len(args) != 1 {
+				return d.ArgErr()
+			}
+			if opt == "dialect" {
+				t.Dialect = args[0]
+			} else {
+				t.TypeArrays = args[0]
+			}
+		case "strip_keywords":
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			t.StripKeywords = args
+		case "inline_refs":
+			err = flag(&t.InlineRefs)
+		case "enum_to_string":
+			err = flag(&t.EnumToString)
+		case "describe_dropped":
+			err = flag(&t.DescribeDropped)
+		case "max_ref_depth":
+			if len(args) != 1 {
+				return d.ArgErr()
+			}
+			n, convErr := strconv.Atoi(args[0])
+			if convErr != nil || n < 0 {
+				return d.Errf("max_ref_depth: %q is not a whole number", args[0])
+			}
+			t.MaxRefDepth = n
+		default:
+			return d.Errf("unrecognized option %q", opt)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner     = (*ToolsNormalizeSchema)(nil)
+	_ caddyfile.Unmarshaler = (*ToolsNormalizeSchema)(nil)
+	_ RequestRewriter       = (*ToolsNormalizeSchema)(nil)
+)
