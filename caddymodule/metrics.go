@@ -20,6 +20,8 @@ var metrics = struct {
 	buffered     *prometheus.HistogramVec
 	streamErrors *prometheus.CounterVec
 	patchInvalid prometheus.Counter
+	unexpected   *prometheus.CounterVec
+	dropped      prometheus.Counter
 }{
 	applications: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "caddy", Subsystem: "llm_transform", Name: "rule_applications_total",
@@ -51,6 +53,14 @@ var metrics = struct {
 		Namespace: "caddy", Subsystem: "llm_transform", Name: "patch_invalid_total",
 		Help: "Restored apply_patch inputs that still fail Codex's patch grammar after normalisation.",
 	}),
+	unexpected: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "llm_transform", Name: "unexpected_calls_total",
+		Help: "Upstream calls to tools the request did not offer, by reason: undeclared (never declared) or filtered (a rule took the tool out).",
+	}, []string{"reason"}),
+	dropped: prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "llm_transform", Name: "dropped_calls_total",
+		Help: "Unexpected upstream calls removed from responses (tools_filter drop_undeclared_calls).",
+	}),
 }
 
 // registerMetrics adds the collectors to a config's registry. Several
@@ -62,6 +72,7 @@ func registerMetrics(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
 		metrics.applications, metrics.converted, metrics.restored,
 		metrics.rejections, metrics.buffered, metrics.streamErrors, metrics.patchInvalid,
+		metrics.unexpected, metrics.dropped,
 	} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -86,6 +97,15 @@ func observeExchange(x *transforms.Exchange) {
 	}
 	if x.PatchInvalid > 0 {
 		metrics.patchInvalid.Add(float64(x.PatchInvalid))
+	}
+	if x.UndeclaredCalls > 0 {
+		metrics.unexpected.WithLabelValues("undeclared").Add(float64(x.UndeclaredCalls))
+	}
+	if x.FilteredCalls > 0 {
+		metrics.unexpected.WithLabelValues("filtered").Add(float64(x.FilteredCalls))
+	}
+	if x.DroppedCalls > 0 {
+		metrics.dropped.Add(float64(x.DroppedCalls))
 	}
 	for _, n := range x.CallBuffers() {
 		metrics.buffered.WithLabelValues("tool_call").Observe(float64(n))

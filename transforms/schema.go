@@ -214,7 +214,7 @@ func (s *schemaWriter) pointer(ref string) (jsonspan.Span, bool) {
 // object writes one schema object from its members.
 func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	doc, r := s.doc, s.r
-	root := s.depth == 1 && len(s.refs) == 0
+	root := s.depth == 1
 	typ := s.typeOf(ms)
 	isObject := typ == "object" || (typ == "" && find(ms, "properties") >= 0)
 	// Properties first: required is filtered against them, wherever it
@@ -249,7 +249,8 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		case k == "format" && r.formats != nil && typ == "string" && !r.formats[stringOf(doc, m.m.Value)]:
 		case k == "minItems" && r.minItemsMax > 0 && !smallInt(doc, m.m.Value, r.minItemsMax):
 		case anyOf && k != "anyOf" && k != "description" && k != "title" && k != "nullable":
-		case (k == "$defs" || k == "definitions") && r.inline && root:
+		case (k == "$defs" || k == "definitions") && r.inline:
+			// Every reference is inlined: the definitions serve nobody.
 		case k == "$ref" && r.inline:
 			// a boolean target kept the keywords beside it
 		default:

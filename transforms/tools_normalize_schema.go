@@ -250,6 +250,17 @@ func (t *ToolsNormalizeSchema) RewriteRequest(x *Exchange, body []byte) ([]byte,
 		if f[1].Start >= 0 {
 			strict = string(doc[f[1].Start:f[1].End]) == "true"
 		}
+		if strict && f[0].Start >= 0 && t.strictOnly.closeObjects && !objectRoot(doc, f[0]) {
+			// Strict mode wants an object at the root; a union there cannot
+			// be closed, so the function goes without strict rather than
+			// be refused.
+			strict = false
+			if f[1].Start >= 0 {
+				w.Edit(f[1].Start, f[1].End, []byte("false"), true)
+			}
+			x.Decide(ToolID{Namespace: n.Namespace, Name: n.Name}.display(), "strict_off",
+				t.Dialect+": strict mode needs an object schema at the root")
+		}
 		rules := &t.all
 		if strict {
 			if strictRules == nil {
@@ -284,6 +295,30 @@ func (t *ToolsNormalizeSchema) RewriteRequest(x *Exchange, body []byte) ([]byte,
 		}
 	}
 	return w.Rewrite(), nil
+}
+
+// objectRoot reports whether a parameters schema is an object schema at
+// its root: typed object, or untyped with properties, or a reference to
+// one.
+func objectRoot(doc []byte, p jsonspan.Span) bool {
+	if doc[p.Start] != '{' {
+		return false
+	}
+	var f [3]jsonspan.Span
+	jsonspan.ObjectFields(doc, p.Start, []string{"type", "properties", "$ref"}, f[:])
+	switch {
+	case f[0].Start >= 0:
+		return jsonspan.IsString(doc, f[0], "object")
+	case f[1].Start >= 0:
+		return true
+	case f[2].Start >= 0:
+		ref, _ := jsonspan.StringValue(doc, f[2])
+		s := &schemaWriter{doc: doc, root: p}
+		if v, ok := s.pointer(ref); ok && v.Start != p.Start {
+			return objectRoot(doc, v)
+		}
+	}
+	return false
 }
 
 func summarize(did map[string]bool) string {
