@@ -60,6 +60,9 @@ func (t *ToolsFilter) withoutTools(x *Exchange, body []byte) ([]byte, error) {
 			return true
 		})
 	}
+	for i := range t.defaults {
+		x.Decide(t.defaults[i].id.display(), "skip_default", reasonIncompatible)
+	}
 	if err := forcedChoice(body, choice); err != nil {
 		return nil, err
 	}

@@ -58,6 +58,7 @@ type filterStatus struct {
 	allowed bool   // a namespace's allow covers its tools
 	changed bool   // a namespace some of whose tools were filtered
 	kept    bool   // a namespace: at least one of its tools was kept
+	own     bool   // filtered by its own match, which covers its tools
 }
 
 type filterRun struct {
@@ -100,13 +101,14 @@ func (f *filterRun) run() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.anyTop && f.keptTop == 0 {
+	noTools := f.anyTop && f.keptTop == 0
+	f.writeLists(noTools)
+	if noTools {
 		// Never an empty list: an upstream without tools gets none, and no
 		// choice among them either.
 		f.x.Decide("tools", "drop", "no tool is left: tools, tool_choice and parallel_tool_calls are not sent")
 		removeMembers(w, w.Doc, "tools", "tool_choice", "parallel_tool_calls")
 	} else {
-		f.writeLists()
 		for _, e := range choiceEdits {
 			w.Edit(e.Start, e.End, e.Repl, true)
 		}
@@ -133,6 +135,7 @@ func (f *filterRun) judge() {
 		switch {
 		case st.denied:
 			st.reason = reasonDenied
+			st.own = true
 		case !st.allowed && n.Type != "namespace":
 			st.reason = reasonNotAllowed
 		case n.Type != "namespace":
@@ -175,8 +178,13 @@ func (f *filterRun) judge() {
 				p.changed = true
 			}
 		}
-		if st.reason != "" && (n.parent < 0 || f.status[n.parent].reason == "") {
-			f.x.Decide(ToolID{Type: n.Type, Namespace: n.Namespace, Name: n.Name}.display(), "drop", st.reason)
+	}
+	// Decisions in document order. A namespace a selector filtered speaks
+	// for its tools; one its tools' filtering emptied is told after them.
+	for i := range w.Nodes {
+		n := &w.Nodes[i]
+		if n.Kind == NodeDefinition && f.status[i].reason != "" && (n.parent < 0 || !f.status[n.parent].own) {
+			f.x.Decide(ToolID{Type: n.Type, Namespace: n.Namespace, Name: n.Name}.display(), "drop", f.status[i].reason)
 		}
 	}
 	for i := range w.Nodes {
@@ -269,8 +277,9 @@ func (f *filterRun) addDefaults() {
 }
 
 // writeLists rewrites every definition list that lost a tool, and the
-// top-level one when defaults join it. Kept tools keep their bytes.
-func (f *filterRun) writeLists() {
+// top-level one when defaults join it, unless it goes altogether
+// (dropTop). Kept tools keep their bytes.
+func (f *filterRun) writeLists(dropTop bool) {
 	w := f.w
 	firsts := map[int32]int{} // root list -> its first node
 	for i := range w.Nodes {
@@ -296,13 +305,14 @@ func (f *filterRun) writeLists() {
 		}
 	}
 	for r := range touched {
-		if r == topRoot {
+		if r == topRoot || (dropTop && w.roots[r] == "tools") {
 			continue
 		}
 		sp := w.listSpan(r)
 		w.Edit(sp.Start, sp.End, f.writeList(nil, sp, firsts[r], nil), true)
 	}
 	switch {
+	case dropTop:
 	case topRoot >= 0 && (touched[topRoot] || len(f.defaults) > 0):
 		sp := w.listSpan(topRoot)
 		first, ok := firsts[topRoot]

@@ -471,6 +471,11 @@ func (s *filterChatStream) entries(edits []jsonspan.Edit, d []byte, choice int, 
 	if !changed {
 		return edits
 	}
+	if len(kept) == 0 {
+		// Nothing of the chunk's calls is left: the delta goes without
+		// tool_calls rather than with an empty list.
+		return append(edits, jsonspan.RemoveMember(d, calls))
+	}
 	out := []byte{'['}
 	for i, el := range kept {
 		if i > 0 {
