@@ -61,6 +61,9 @@ func (t *ToolsFilter) withoutTools(x *Exchange, body []byte) ([]byte, error) {
 		})
 	}
 	for i := range t.defaults {
+		if _, declared := rec.filtered[t.defaults[i].id.nameKey()]; declared {
+			continue // the request's own tool of that name, reported above
+		}
 		x.Decide(t.defaults[i].id.display(), "skip_default", reasonIncompatible)
 	}
 	if err := forcedChoice(body, choice); err != nil {
