@@ -46,8 +46,13 @@ type schemaWriter struct {
 	refs     []string // the $refs being inlined, innermost last
 	depth    int      // nesting of schema objects
 	changed  bool
-	did      map[string]bool // what was done, for the decision
-	err      *Error
+	did      map[string]bool // what was done, for the decision, when telling
+	telling  bool
+	// stack holds the members of the schema objects being written, the
+	// innermost last: one slice for the whole rewrite rather than one per
+	// object.
+	stack []member
+	err   *Error
 }
 
 // maxSchemaNesting bounds how deep schemas may nest: far beyond any real
@@ -60,8 +65,23 @@ func schemaError(code, param, format string, a ...any) *Error {
 	return e
 }
 
+// reset readies the writer for the next function's schema, keeping its
+// buffers.
+func (s *schemaWriter) reset(doc []byte, r *schemaRules, root jsonspan.Span, where string) {
+	s.doc, s.r, s.root, s.where = doc, r, root, where
+	s.budget = max(1<<20, 8*(root.End-root.Start))
+	s.refs, s.stack = s.refs[:0], s.stack[:0]
+	s.depth, s.changed, s.err = 0, false, nil
+	if s.did != nil {
+		clear(s.did)
+	}
+}
+
 func (s *schemaWriter) note(what string) {
 	s.changed = true
+	if !s.telling {
+		return
+	}
 	if s.did == nil {
 		s.did = map[string]bool{}
 	}
@@ -74,13 +94,15 @@ type member struct {
 	m   jsonspan.Member
 }
 
+// members collects an object's members on the stack; the caller drops
+// them with s.stack = s.stack[:base] when done.
 func (s *schemaWriter) members(v jsonspan.Span) []member {
-	var ms []member
+	base := len(s.stack)
 	jsonspan.EachMember(s.doc, v.Start, func(m jsonspan.Member) bool {
-		ms = append(ms, member{keyName(s.doc, m.Key), m})
+		s.stack = append(s.stack, member{keyName(s.doc, m.Key), m})
 		return true
 	})
-	return ms
+	return s.stack[base:len(s.stack):len(s.stack)]
 }
 
 func find(ms []member, key string) int {
@@ -99,6 +121,19 @@ func (s *schemaWriter) schema(out []byte, v jsonspan.Span, nullable bool) []byte
 	if s.err != nil {
 		return out
 	}
+	// A schema nothing changed keeps its bytes, whitespace and all, even
+	// inside one that changed around it.
+	start, before := len(out), s.changed
+	s.changed = false
+	out = s.rewrite(out, v, nullable)
+	if !s.changed {
+		out = append(out[:start], s.doc[v.Start:v.End]...)
+	}
+	s.changed = s.changed || before
+	return out
+}
+
+func (s *schemaWriter) rewrite(out []byte, v jsonspan.Span, nullable bool) []byte {
 	doc := s.doc
 	if doc[v.Start] != '{' {
 		if nullable {
@@ -114,6 +149,8 @@ func (s *schemaWriter) schema(out []byte, v jsonspan.Span, nullable bool) []byte
 		s.err = schemaError("schema_too_deep", s.where, "the schema of %s nests deeper than %d levels", s.where, maxSchemaNesting)
 		return out
 	}
+	base := len(s.stack)
+	defer func() { s.stack = s.stack[:base] }()
 	ms := s.members(v)
 	pushed := 0
 	defer func() { s.refs = s.refs[:len(s.refs)-pushed] }()
@@ -143,7 +180,10 @@ func (s *schemaWriter) schema(out []byte, v jsonspan.Span, nullable bool) []byte
 		pushed++
 		s.note("inline_refs")
 		// The members beside $ref win over the target's.
-		merged := slices.Delete(slices.Clone(ms), i, i+1)
+		// References are rare: their merges get their own slice.
+		merged := make([]member, 0, len(ms)+8)
+		merged = append(merged, ms[:i]...)
+		merged = append(merged, ms[i+1:]...)
 		if doc[target.Start] != '{' {
 			if len(merged) == 0 {
 				s.refs = s.refs[:len(s.refs)-1]
@@ -284,7 +324,12 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	}
 	// What goes is decided first: the description, wherever it stands,
 	// tells of the constraints that went.
-	dropped := make([]bool, len(ms))
+	var droppedBuf [16]bool
+	dropped := droppedBuf[:0]
+	if len(ms) > len(droppedBuf) {
+		dropped = make([]bool, 0, len(ms))
+	}
+	dropped = dropped[:len(ms)]
 	for i, m := range ms {
 		dropped[i] = drop(m)
 	}
@@ -566,7 +611,8 @@ func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nulla
 		return append(ow.B, doc[v.Start:v.End]...), false
 	}
 	hasNull := slices.Contains(types, "null")
-	if s.r.enumString && find(ms, "enum") >= 0 && !(len(types) == 1 && types[0] == "string") {
+	enum := find(ms, "enum") >= 0 || (s.r.constEnum && find(ms, "const") >= 0)
+	if s.r.enumString && enum && !(len(types) == 1 && types[0] == "string") {
 		// The enum is made of strings now, and so is the value.
 		s.note("enum_to_string")
 		types, list = []string{"string"}, false
@@ -600,7 +646,7 @@ func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nulla
 		}
 	}
 	switch {
-	case len(others) == 1:
+	case len(others) == 1 && (!hasNull || s.r.typeArrays == "nullable"):
 		ow.Key("type")
 		ow.B = jsonspan.AppendStringStr(ow.B, others[0])
 	case len(others) > 1 && s.r.typeArrays == "nullable":
@@ -614,7 +660,8 @@ func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nulla
 			ow.B = append(ow.B, '}')
 		}
 		ow.B = append(ow.B, ']')
-	case len(others) > 1:
+	case len(others) > 0:
+		// any_of: every type, null included, as a union of single types.
 		ow.Key("anyOf")
 		ow.B = append(ow.B, '[')
 		for i, t := range types {

@@ -277,6 +277,7 @@ func (h *historyText) outputText(text []byte, parts [][]byte, f []jsonspan.Span)
 	if out.Start >= 0 && doc[out.Start] == '[' && f[txTools].Start != out.Start {
 		// Content parts: text is retold, images and files go along.
 		text = h.describe(text, "Output of tool ", name, id, ":\n", jsonspan.NoSpan())
+		texts := 0 // parts apart by a line break
 		jsonspan.EachElement(doc, out.Start, func(p jsonspan.Span) bool {
 			var g [2]jsonspan.Span
 			if doc[p.Start] != '{' {
@@ -284,6 +285,10 @@ func (h *historyText) outputText(text []byte, parts [][]byte, f []jsonspan.Span)
 			}
 			jsonspan.ObjectFields(doc, p.Start, []string{"type", "text"}, g[:])
 			if g[1].Start >= 0 && doc[g[1].Start] == '"' {
+				if texts > 0 {
+					text = append(text, '\n')
+				}
+				texts++
 				text = jsonspan.Unescape(text, doc[g[1].Start+1:g[1].End-1])
 				return true
 			}
@@ -457,9 +462,14 @@ func (h *historyText) chatContent(text []byte, content jsonspan.Span) []byte {
 	case doc[content.Start] == '"':
 		text = jsonspan.Unescape(text, doc[content.Start+1:content.End-1])
 	case doc[content.Start] == '[':
+		texts := 0
 		jsonspan.EachElement(doc, content.Start, func(p jsonspan.Span) bool {
 			if doc[p.Start] == '{' {
 				if v := jsonspan.Lookup(doc, p.Start, "text"); v.Start >= 0 && doc[v.Start] == '"' {
+					if texts > 0 {
+						text = append(text, '\n')
+					}
+					texts++
 					text = jsonspan.Unescape(text, doc[v.Start+1:v.End-1])
 				}
 			}

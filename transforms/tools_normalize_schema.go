@@ -235,6 +235,10 @@ func (t *ToolsNormalizeSchema) RewriteRequest(x *Exchange, body []byte) ([]byte,
 	}
 	doc := w.Doc
 	var strictRules *schemaRules
+	// One writer and one output arena serve every schema of the request:
+	// the edits point into the arena, which only grows.
+	sw := schemaWriter{maxDepth: t.maxRefDepth, telling: x.deciding()}
+	var arena []byte
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
 		if n.Kind != NodeDefinition || n.Type != "function" {
@@ -274,9 +278,11 @@ func (t *ToolsNormalizeSchema) RewriteRequest(x *Exchange, body []byte) ([]byte,
 		}
 		name := ToolID{Namespace: n.Namespace, Name: n.Name}.display()
 		if p := f[0]; p.Start >= 0 && (doc[p.Start] == '{' || doc[p.Start] == 't' || doc[p.Start] == 'f') {
-			s := &schemaWriter{doc: doc, r: rules, root: p, maxDepth: t.maxRefDepth,
-				budget: max(1<<20, 8*(p.End-p.Start)), where: where}
-			out := s.schema(nil, p, false)
+			sw.reset(doc, rules, p, where)
+			s := &sw
+			start := len(arena)
+			arena = s.schema(arena, p, false)
+			out := arena[start:len(arena):len(arena)]
 			if s.err != nil {
 				s.err.Message = fmt.Sprintf("tool %q: %s", name, s.err.Message)
 				return nil, s.err

@@ -1,0 +1,64 @@
+package transforms
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// benchAgainstValidation runs rewrite and one gjson.ValidBytes pass over
+// the same body in the same loop, and reports their ratio.
+func benchAgainstValidation(b *testing.B, doc []byte, rewrite func() []byte) {
+	var tValid, tRun time.Duration
+	b.SetBytes(int64(len(doc)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		gjson.ValidBytes(doc)
+		t1 := time.Now()
+		rewrite()
+		tValid += t1.Sub(t0)
+		tRun += time.Since(t1)
+	}
+	b.ReportMetric(float64(tRun)/float64(tValid), "x_validate")
+	b.ReportMetric(float64(len(doc))/1e3, "KB_doc")
+}
+
+// runChain is one request through c, as the handler runs it.
+func runChain(b *testing.B, c *Chain, doc []byte) []byte {
+	x := NewExchange(ProtocolResponses, Limits{}, nil)
+	c.Begin(x, "gpt-5.5")
+	out, err := x.RewriteRequest(doc)
+	if err != nil || x.Invalid {
+		b.Fatal(err)
+	}
+	n := len(out)
+	x.Release()
+	return out[:n]
+}
+
+// BenchmarkToolsFilter filters the Codex request plus 300 MCP tools (30
+// namespaces): a deny inside every namespace, so every list is rewritten,
+// and one default added.
+func BenchmarkToolsFilter(b *testing.B) {
+	doc := mcpHeavyRequest(b)
+	c := chainOf(b, `[{"transform":"tools_filter","config":{"deny":["web_search","mcp__server_*/*_review_3"],
+		"defaults":[{"type":"function","name":"lookup_ticket","parameters":{"type":"object","properties":{}}}]}}]`)
+	if out := runChain(b, c, doc); gjson.GetBytes(out, "tools.#").Int() != 10-1+30+1 {
+		b.Fatalf("got %d top-level tools", gjson.GetBytes(out, "tools.#").Int())
+	}
+	benchAgainstValidation(b, doc, func() []byte { return runChain(b, c, doc) })
+}
+
+// BenchmarkToolsNormalizeSchema rewrites the schemas of the same request
+// for Gemini: 300 MCP schemas lose additionalProperties, and Codex's own
+// tools are normalized too.
+func BenchmarkToolsNormalizeSchema(b *testing.B) {
+	doc := mcpHeavyRequest(b)
+	c := chainOf(b, `[{"transform":"tools_normalize_schema","config":{"dialect":"gemini"}}]`)
+	if out := runChain(b, c, doc); gjson.GetBytes(out, `tools.10.tools.0.parameters.additionalProperties`).Exists() {
+		b.Fatal("schemas not normalized")
+	}
+	benchAgainstValidation(b, doc, func() []byte { return runChain(b, c, doc) })
+}
