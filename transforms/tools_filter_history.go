@@ -137,7 +137,7 @@ type historyText struct {
 }
 
 // itemFieldsText are the members of a Responses item the retelling reads.
-var itemFieldsText = []string{"type", "name", "namespace", "call_id", "arguments", "input", "action", "operation", "output", "tools"}
+var itemFieldsText = []string{"type", "name", "namespace", "call_id", "arguments", "input", "action", "operation", "output", "tools", "id"}
 
 const (
 	txType = iota
@@ -150,6 +150,7 @@ const (
 	txOperation
 	txOutput
 	txTools
+	txID
 )
 
 // responses retells the calls and outputs of a Responses input array and
@@ -195,7 +196,7 @@ func (h *historyText) responses(edits []jsonspan.Edit, arr jsonspan.Span) []json
 		}
 		run, text, parts = run[:0], nil, nil
 	}
-	var f [10]jsonspan.Span
+	var f [11]jsonspan.Span
 	jsonspan.EachElement(doc, arr.Start, func(el jsonspan.Span) bool {
 		kind := other
 		if doc[el.Start] == '{' {
@@ -265,6 +266,10 @@ func (h *historyText) callText(text []byte, f []jsonspan.Span, el jsonspan.Span)
 func (h *historyText) outputText(text []byte, parts [][]byte, f []jsonspan.Span) ([]byte, [][]byte) {
 	doc := h.doc
 	id, _ := jsonspan.StringValue(doc, f[txCallID])
+	if typ, _ := jsonspan.StringValue(doc, f[txType]); id == "" && typ == "local_shell_call_output" {
+		// It names its call by id, which holds the call's call_id.
+		id, _ = jsonspan.StringValue(doc, f[txID])
+	}
 	name := h.names[id]
 	if name == "" {
 		typ, _ := jsonspan.StringValue(doc, f[txType])
