@@ -281,6 +281,12 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	}
 	closing := r.closeObjects && isObject
 	anyOf := r.anyOfAlone && find(ms, "anyOf") >= 0
+	// A type list written as anyOf takes no siblings either; the type
+	// member is what becomes the anyOf.
+	typeAnyOf := false
+	if i := find(ms, "type"); r.anyOfAlone && !anyOf && i >= 0 && s.typeUnion(ms[i].m.Value, nullable, ms) {
+		anyOf, typeAnyOf = true, true
+	}
 	var told []string // constraints taken out, for the description
 	drop := func(m member) bool {
 		k := m.key
@@ -288,7 +294,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		case r.strip[k]:
 		case k == "format" && r.formats != nil && typ == "string" && !r.formats[stringOf(doc, m.m.Value)]:
 		case k == "minItems" && r.minItemsMax > 0 && !smallInt(doc, m.m.Value, r.minItemsMax):
-		case anyOf && k != "anyOf" && k != "description" && k != "title" && k != "nullable":
+		case anyOf && k != "anyOf" && k != "description" && k != "title" && k != "nullable" && !(typeAnyOf && k == "type"):
 		case (k == "$defs" || k == "definitions") && r.inline:
 			// Every reference is inlined: the definitions serve nobody.
 		case k == "$ref" && r.inline:
@@ -384,6 +390,13 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 			wroteRequired = true
 			ow.B = s.required(&ow, m.m, props, required, closing)
 		case "type":
+			if root && r.rootObject && typ == "object" && doc[v.Start] == '[' {
+				// Arguments are an object, never null.
+				s.note("root_object")
+				ow.Key("type")
+				ow.B = append(ow.B, `"object"`...)
+				continue
+			}
 			var done bool
 			ow.B, done = s.typeMember(&ow, v, nullable, ms)
 			nullDone = nullDone || done
@@ -416,7 +429,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	if len(told) > 0 && !wroteDesc {
 		writeDesc(jsonspan.NoSpan())
 	}
-	if root && r.rootObject && typ == "" && !anyOf {
+	if root && r.rootObject && find(ms, "type") < 0 && !anyOf {
 		s.note("root_object")
 		ow.Key("type")
 		ow.B = append(ow.B, `"object"`...)
@@ -471,13 +484,93 @@ func smallInt(doc []byte, v jsonspan.Span, max int) bool {
 	return err == nil && n <= max
 }
 
-// typeOf is a schema's single type, or "" (none, or a list).
+// typeOf is a schema's single type: its type, or the one type of a list
+// besides null (["object","null"] is an object schema too); "" when
+// there is none or several.
 func (s *schemaWriter) typeOf(ms []member) string {
-	if i := find(ms, "type"); i >= 0 {
-		t, _ := jsonspan.StringValue(s.doc, ms[i].m.Value)
+	i := find(ms, "type")
+	if i < 0 {
+		return ""
+	}
+	doc, v := s.doc, ms[i].m.Value
+	if t, ok := jsonspan.StringValue(doc, v); ok {
 		return t
 	}
+	if doc[v.Start] != '[' {
+		return ""
+	}
+	one, n := "", 0
+	jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+		t, ok := jsonspan.StringValue(doc, el)
+		switch {
+		case !ok:
+			n = 2
+		case t != "null":
+			one = t
+			n++
+		}
+		return n < 2
+	})
+	if n == 1 {
+		return one
+	}
 	return ""
+}
+
+// typeUnion reports whether the type member at v will be written as an
+// anyOf of single types (a list of several types, or any_of with null),
+// as typeMember writes it.
+func (s *schemaWriter) typeUnion(v jsonspan.Span, nullable bool, ms []member) bool {
+	types, list, _, _ := s.typeList(v, nullable, ms)
+	if !list || s.r.typeArrays == "keep" || s.r.typeArrays == "" {
+		return false
+	}
+	others := 0
+	for _, t := range types {
+		if t != "null" {
+			others++
+		}
+	}
+	return others > 1 || (others == 1 && s.r.typeArrays == "any_of" && len(types) > 1)
+}
+
+// typeList is the types the member at v stands for once the dialect's
+// enum and nullable rules are applied, and whether they are a list; no
+// types when the member is not a string or a list of strings. enumed
+// and nulled report what those rules changed.
+func (s *schemaWriter) typeList(v jsonspan.Span, nullable bool, ms []member) (types []string, list, enumed, nulled bool) {
+	doc := s.doc
+	list = doc[v.Start] == '['
+	if list {
+		jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+			if t, ok := jsonspan.StringValue(doc, el); ok {
+				types = append(types, t)
+			}
+			return true
+		})
+	} else if t, ok := jsonspan.StringValue(doc, v); ok {
+		types = []string{t}
+	}
+	if len(types) == 0 {
+		return nil, false, false, false
+	}
+	hasNull := slices.Contains(types, "null")
+	enum := find(ms, "enum") >= 0 || (s.r.constEnum && find(ms, "const") >= 0)
+	if s.r.enumString && enum && !(len(types) == 1 && types[0] == "string") {
+		// The enum is made of strings now, and so is the value.
+		enumed = true
+		types, list = []string{"string"}, false
+		if hasNull {
+			types = append(types, "null")
+			list = true
+		}
+	}
+	if nullable && !hasNull {
+		nulled = true
+		types = append(types, "null")
+		list = true
+	}
+	return types, list, enumed, nulled
 }
 
 // properties writes a properties object, each value a schema; with
@@ -595,37 +688,19 @@ func appendNames(out []byte, names []string) []byte {
 // nullable schema gets null. It reports whether null was taken in.
 func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nullable bool, ms []member) ([]byte, bool) {
 	doc := s.doc
-	var types []string
-	list := doc[v.Start] == '['
-	if list {
-		jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
-			if t, ok := jsonspan.StringValue(doc, el); ok {
-				types = append(types, t)
-			}
-			return true
-		})
-	} else if t, ok := jsonspan.StringValue(doc, v); ok {
-		types = []string{t}
-	} else {
+	types, list, enumed, nulled := s.typeList(v, nullable, ms)
+	if len(types) == 0 {
+		// Not a type this rule can read ([], [1]): as it is.
 		ow.Key("type")
 		return append(ow.B, doc[v.Start:v.End]...), false
 	}
-	hasNull := slices.Contains(types, "null")
-	enum := find(ms, "enum") >= 0 || (s.r.constEnum && find(ms, "const") >= 0)
-	if s.r.enumString && enum && !(len(types) == 1 && types[0] == "string") {
-		// The enum is made of strings now, and so is the value.
+	if enumed {
 		s.note("enum_to_string")
-		types, list = []string{"string"}, false
-		if hasNull {
-			types = append(types, "null")
-			list = true
-		}
 	}
-	if nullable && !hasNull {
+	if nulled {
 		s.note("nullable")
-		types = append(types, "null")
-		hasNull, list = true, true
 	}
+	hasNull := slices.Contains(types, "null")
 	if !list || s.r.typeArrays == "keep" || s.r.typeArrays == "" {
 		ow.Key("type")
 		want := jsonspan.AppendStringStr(nil, types[0])
