@@ -3,6 +3,7 @@ package transforms
 import (
 	"bytes"
 	"strconv"
+	"sync"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
@@ -63,6 +64,7 @@ type responsesCalls struct {
 	evbuf     []byte
 	ev        Event
 	esc       []byte // the escaped final text of escFor's done event
+	itembuf   []byte // the last finished item's event
 	escFor    *trackedCall
 }
 
@@ -104,8 +106,60 @@ type trackedCall struct {
 	dropEsc          bool
 }
 
+// escPool recycles the escape buffers of calls: every streamed call grows
+// two of them to the size of its arguments, and a stream of many calls
+// would otherwise leave that much garbage behind each one.
+var escPool sync.Pool // of *[]byte
+
+// maxPooledEsc keeps a freak call's buffer out of the pool.
+const maxPooledEsc = 1 << 20
+
+// appendEsc appends to an escape buffer, taking one from the pool first
+// and doubling it when it is full (append grows large slices by a
+// quarter, which allocates five times the final size on the way).
+func appendEsc(b, add []byte) []byte {
+	if b == nil {
+		if p, ok := escPool.Get().(*[]byte); ok {
+			b = (*p)[:0]
+		}
+	}
+	return appendGrow(b, add)
+}
+
+// releaseEsc gives a call's escape buffers back; nothing may use them
+// after.
+func (c *trackedCall) releaseEsc() {
+	for _, b := range [...][]byte{c.escArgs, c.escSent} {
+		if b != nil && cap(b) <= maxPooledEsc {
+			b = b[:0]
+			escPool.Put(&b)
+		}
+	}
+	c.escArgs, c.escSent = nil, nil
+}
+
 func newResponsesCalls(x *Exchange, p CallPolicy) *responsesCalls {
-	return &responsesCalls{p: p, x: x, open: map[callKey]*trackedCall{}, closed: map[callKey]*trackedCall{}}
+	s := &responsesCalls{p: p, x: x, open: map[callKey]*trackedCall{}, closed: map[callKey]*trackedCall{}}
+	if b, ok := scratchPool.Get().(*callScratch); ok {
+		s.buf, s.idbuf, s.evbuf, s.esc, s.itembuf = b.buf[:0], b.idbuf[:0], b.evbuf[:0], b.esc[:0], b.itembuf[:0]
+	}
+	return s
+}
+
+// callScratch is a stream's reusable buffers, recycled from stream to
+// stream: each grows to the size of the stream's largest call.
+type callScratch struct{ buf, idbuf, evbuf, esc, itembuf []byte }
+
+var scratchPool sync.Pool // of *callScratch
+
+func (s *responsesCalls) release() {
+	for _, b := range [...][]byte{s.buf, s.evbuf, s.esc, s.itembuf} {
+		if cap(b) > maxPooledEsc {
+			return // a freak stream's buffers stay out of the pool
+		}
+	}
+	scratchPool.Put(&callScratch{s.buf, s.idbuf, s.evbuf, s.esc, s.itembuf})
+	s.buf, s.idbuf, s.evbuf, s.esc, s.itembuf = nil, nil, nil, nil, nil
 }
 
 // openCall asks the policy about the function_call item at item.
@@ -199,7 +253,7 @@ func (s *responsesCalls) close(c *trackedCall, completed bool) {
 		releaseCall(c.h)
 		c.h = nil // the arguments' buffers go now
 	}
-	c.escArgs, c.escSent = nil, nil
+	c.releaseEsc()
 	var as *trackedCall
 	if completed {
 		as = c
@@ -232,7 +286,10 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 	if len(d) == 0 || d[0] != '{' {
 		return emit(ev)
 	}
-	typ := eventType(d)
+	typ, seq, fast := openAIHead(d)
+	if !fast {
+		typ = jsonspan.Lookup(d, 0, "type")
+	}
 	if typ.Start < 0 {
 		return emit(ev)
 	}
@@ -240,7 +297,11 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 	case `"response.output_item.added"`:
 		return s.itemAdded(ev, d, emit)
 	case `"response.function_call_arguments.delta"`:
-		r := s.refs(d, deltaEventFields)
+		// The head was read once already; the fast path goes on from it.
+		r, ok := openAIArgsAfter(d, seq, fast, "delta")
+		if !ok {
+			r = s.refs(d, deltaEventFields)
+		}
 		c, closed := s.find(r.itemID, r.outputIndex)
 		switch {
 		case c != nil:
@@ -338,7 +399,15 @@ func (s *responsesCalls) itemAdded(ev *Event, d []byte, emit Emit) error {
 // withItem returns the event d with its item at item rewritten as the
 // client's call, built in one buffer.
 func withItem(d []byte, item jsonspan.Span, client ToolID, text, esc []byte) []byte {
-	out := make([]byte, 0, len(d)+len(text)+len(text)/8+32)
+	return appendWithItem(nil, d, item, client, text, esc)
+}
+
+// appendWithItem is withItem into out's buffer.
+func appendWithItem(out, d []byte, item jsonspan.Span, client ToolID, text, esc []byte) []byte {
+	if need := len(d) + len(text) + len(text)/8 + 32; cap(out) < need {
+		out = make([]byte, 0, need)
+	}
+	out = out[:0]
 	out = append(out, d[:item.Start]...)
 	out = clientItemEsc(out, d, item, client, text, esc)
 	return append(out, d[item.End:]...)
@@ -360,7 +429,7 @@ func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, r eventRefs, emit E
 		return nil
 	}
 	if !c.dropEsc {
-		c.escArgs = append(c.escArgs, esc...)
+		c.escArgs = appendEsc(c.escArgs, esc)
 		c.dropEsc = len(c.escArgs) > 2*len(c.h.Raw())+4096
 	}
 	if len(text) == 0 {
@@ -372,7 +441,16 @@ func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, r eventRefs, emit E
 
 // hasSeq reports whether an event numbers itself, so the events built
 // from it do too.
-func hasSeq(d []byte) bool { return jsonspan.Lookup(d, 0, "sequence_number").Start >= 0 }
+// seqOf returns an event's sequence_number as written, or nil.
+func seqOf(d []byte) []byte {
+	if _, seq, ok := openAIHead(d); ok {
+		return d[max(seq.Start, 0):max(seq.End, 0)]
+	}
+	if v := jsonspan.Lookup(d, 0, "sequence_number"); v.Start >= 0 {
+		return d[v.Start:v.End]
+	}
+	return nil
+}
 
 // eventRefs are what the tracker reads of an argument event, found in one
 // scan of it.
@@ -380,7 +458,11 @@ type eventRefs struct {
 	itemID      []byte // item_id as written (decoded when it has escapes)
 	outputIndex []byte
 	value       jsonspan.Span // "delta" or "arguments"
-	seq         bool          // the event carries a sequence_number
+	// seq is the event's sequence_number as written, nil when it has
+	// none. An event that stands in for this one takes it over: in a
+	// stream nothing was dropped from, it is the right number already, and
+	// the engine need not renumber a copy.
+	seq []byte
 }
 
 // The members of an argument delta and of its done event, in the order
@@ -396,6 +478,11 @@ var (
 // tracker decodes anyway. Any other layout reports false.
 func openAIArgs(d []byte, valueKey string) (eventRefs, bool) {
 	_, seq, ok := openAIHead(d)
+	return openAIArgsAfter(d, seq, ok, valueKey)
+}
+
+// openAIArgsAfter is openAIArgs for a head already read.
+func openAIArgsAfter(d []byte, seq jsonspan.Span, ok bool, valueKey string) (eventRefs, bool) {
 	if !ok || seq.Start < 0 {
 		return eventRefs{}, false
 	}
@@ -409,7 +496,7 @@ func openAIArgs(d []byte, valueKey string) (eventRefs, bool) {
 	if n < 0 || bytes.IndexByte(d[i:i+n], '\\') >= 0 {
 		return eventRefs{}, false
 	}
-	r := eventRefs{itemID: d[i : i+n], seq: true}
+	r := eventRefs{itemID: d[i : i+n], seq: d[seq.Start:seq.End]}
 	i += n + 1
 	if !at(i, `,"output_index":`) {
 		return eventRefs{}, false
@@ -442,7 +529,10 @@ func (s *responsesCalls) refs(d []byte, names []string) eventRefs {
 	const seq, itemID, outputIndex, value = 0, 1, 2, 3
 	var f [4]jsonspan.Span
 	jsonspan.ObjectFields(d, 0, names, f[:])
-	r := eventRefs{value: f[value], seq: f[seq].Start >= 0}
+	r := eventRefs{value: f[value]}
+	if f[seq].Start >= 0 {
+		r.seq = d[f[seq].Start:f[seq].End]
+	}
 	if id := f[itemID]; id.Start >= 0 && d[id.Start] == '"' {
 		r.itemID = d[id.Start+1 : id.End-1]
 		if bytes.IndexByte(r.itemID, '\\') >= 0 {
@@ -471,7 +561,7 @@ var (
 // the engine renumbers the placeholder sequence_number.
 // esc, when not nil, is text already escaped for a JSON string, without
 // its quotes.
-func (s *responsesCalls) textEvent(c *trackedCall, seq, done bool, text, esc []byte) *Event {
+func (s *responsesCalls) textEvent(c *trackedCall, seq []byte, done bool, text, esc []byte) *Event {
 	name, field := nameArgsDelta, "delta"
 	switch {
 	case c.client.Type == "custom" && done:
@@ -482,14 +572,19 @@ func (s *responsesCalls) textEvent(c *trackedCall, seq, done bool, text, esc []b
 		name, field = nameArgsDone, "arguments"
 	}
 	b := s.evbuf[:0]
-	if need := len(text) + len(text)/8 + 160; cap(b) < need {
+	need := len(text) + len(text)/8 + 160
+	if esc != nil {
+		need = len(esc) + 160
+	}
+	if cap(b) < need {
 		b = make([]byte, 0, need)
 	}
 	b = append(b, `{"type":"`...)
 	b = append(b, name...)
 	b = append(b, '"')
-	if seq {
-		b = append(b, `,"sequence_number":0`...)
+	if seq != nil {
+		b = append(b, `,"sequence_number":`...)
+		b = append(b, seq...)
 	}
 	b = append(b, `,"item_id":`...)
 	b = jsonspan.AppendStringStr(b, c.itemID)
@@ -509,7 +604,7 @@ func (s *responsesCalls) textEvent(c *trackedCall, seq, done bool, text, esc []b
 		b = jsonspan.AppendString(b, text)
 	}
 	if !done && !c.dropEsc {
-		c.escSent = append(c.escSent, b[start+1:len(b)-1]...) // without the quotes
+		c.escSent = appendEsc(c.escSent, b[start+1:len(b)-1]) // without the quotes
 	}
 	if done {
 		// The finished item carries the same text: it is escaped once.
@@ -525,7 +620,7 @@ func (s *responsesCalls) textEvent(c *trackedCall, seq, done bool, text, esc []b
 // finishText settles a call's text from the complete arguments (from the
 // .done event or the finished item; nil falls back to what was streamed),
 // sends whatever part of it the client has not seen, then the done event.
-func (s *responsesCalls) finishText(c *trackedCall, args []byte, seq bool, emit Emit) error {
+func (s *responsesCalls) finishText(c *trackedCall, args []byte, seq []byte, emit Emit) error {
 	if c.textDone {
 		return nil
 	}
@@ -554,7 +649,7 @@ func (s *responsesCalls) finishText(c *trackedCall, args []byte, seq bool, emit 
 		esc = c.escSent // the deltas, escaped, are the final text escaped
 	}
 	err := emit(s.textEvent(c, seq, true, c.final, esc))
-	c.escArgs, c.escSent = nil, nil
+	c.releaseEsc() // the event copied what it needed
 	return err
 }
 
@@ -589,7 +684,7 @@ func (s *responsesCalls) itemDone(ev *Event, d []byte, emit Emit) error {
 		return s.finishItem(c, d, item, emit)
 	}
 	if !c.textDone {
-		if err := s.finishText(c, itemArgs(d, item), hasSeq(d), emit); err != nil {
+		if err := s.finishText(c, itemArgs(d, item), seqOf(d), emit); err != nil {
 			return err
 		}
 	}
@@ -597,8 +692,13 @@ func (s *responsesCalls) itemDone(ev *Event, d []byte, emit Emit) error {
 	if !c.relay {
 		s.x.Restored++
 	}
-	ev = &Event{Name: ev.Name, Data: withItem(d, item, c.client, c.final, s.escaped(c))}
+	// Into a buffer of the stream's: the event is valid only during emit.
+	s.itembuf = appendWithItem(s.itembuf, d, item, c.client, c.final, s.escaped(c))
+	ev = &Event{Name: ev.Name, Data: s.itembuf}
 	s.escFor = nil
+	if cap(s.itembuf) > maxKeptEscape {
+		s.itembuf = nil
+	}
 	if cap(s.esc) > maxKeptEscape {
 		s.esc = nil // a large call's text is not kept for the next one
 	}
@@ -625,7 +725,7 @@ func (s *responsesCalls) complete(c *trackedCall, d []byte, item jsonspan.Span, 
 	if c.item != nil {
 		return s.finishItem(c, d, item, emit)
 	}
-	if err := s.finishText(c, itemArgs(d, item), hasSeq(d), emit); err != nil {
+	if err := s.finishText(c, itemArgs(d, item), seqOf(d), emit); err != nil {
 		return err
 	}
 	s.close(c, true)
@@ -663,7 +763,7 @@ func (s *responsesCalls) finishItem(c *trackedCall, d []byte, item jsonspan.Span
 		if err := emit(s.itemEvent(d, "response.output_item.added", c.outputIndex, clientItem(nil, d, item, c.client, []byte{}))); err != nil {
 			return err
 		}
-		if err := s.finishText(c, raw, hasSeq(d), emit); err != nil {
+		if err := s.finishText(c, raw, seqOf(d), emit); err != nil {
 			return err
 		}
 		s.close(c, true)
@@ -775,8 +875,9 @@ func (s *responsesCalls) itemEvent(src []byte, typ string, outputIndex, item []b
 	b = append(b, `{"type":"`...)
 	b = append(b, typ...)
 	b = append(b, '"')
-	if hasSeq(src) {
-		b = append(b, `,"sequence_number":0`...)
+	if seq := seqOf(src); seq != nil {
+		b = append(b, `,"sequence_number":`...)
+		b = append(b, seq...)
 	}
 	b = append(b, `,"output_index":`...)
 	b = append(b, outputIndex...)

@@ -117,7 +117,7 @@ func TestOpenAIArgsAgreesWithTheWalk(t *testing.T) {
 		var f [4]jsonspan.Span // sequence_number, item_id, output_index, delta
 		jsonspan.ObjectFields(d, 0, deltaEventFields, f[:])
 		id, _ := jsonspan.StringValue(d, f[1])
-		if string(fast.itemID) != id || string(fast.outputIndex) != string(d[f[2].Start:f[2].End]) || fast.value != f[3] || !fast.seq {
+		if string(fast.itemID) != id || string(fast.outputIndex) != string(d[f[2].Start:f[2].End]) || fast.value != f[3] || string(fast.seq) != string(d[f[0].Start:f[0].End]) {
 			t.Fatalf("%s: fast %+v, walk %v", tc.d, fast, f)
 		}
 	}

@@ -574,7 +574,7 @@ func (c *customArgs) Delta(frag []byte) ([]byte, error) {
 		c.out = c.norm.AppendWrite(c.out[:0], c.piece(text))
 		text = c.out
 	}
-	c.sent = append(c.sent, text...)
+	c.sent = appendGrow(c.sent, text)
 	return text, nil
 }
 
@@ -615,7 +615,8 @@ func (c *customArgs) Finish(raw []byte) []byte {
 		// Normalising repairs what models habitually get wrong; what it
 		// cannot repair still goes to the client, whose apply_patch reports
 		// it, but operators should see how often that happens.
-		if _, err := patchfmt.Parse(string(in)); err != nil {
+		// in is not written again: Parse may read it without a copy.
+		if _, err := patchfmt.Parse(unsafe.String(unsafe.SliceData(in), len(in))); err != nil {
 			c.x.PatchInvalid++
 			c.x.Decide(c.id.String(), "patch_invalid", err.Error())
 		}

@@ -47,3 +47,15 @@ func (x *Exchange) Release() {
 	}
 	x.pooled = nil
 }
+
+// appendGrow is append that doubles a full buffer: a buffer that grows by
+// many small pieces to a large size allocates about twice its final size,
+// not the five times append's quarter steps cost.
+func appendGrow(b, add []byte) []byte {
+	if cap(b)-len(b) < len(add) {
+		nb := make([]byte, len(b), max(2*cap(b), len(b)+len(add), 512))
+		copy(nb, b)
+		b = nb
+	}
+	return append(b, add...)
+}

@@ -149,6 +149,11 @@ const maxPooledOut = 1 << 20
 // it once the stream is closed and its last Output written; neither may
 // be used afterwards.
 func (s *Stream) Release() {
+	for _, st := range s.stages {
+		if r, ok := st.(*trackedStream).inner.(stageReleaser); ok {
+			r.release()
+		}
+	}
 	for _, b := range [][]byte{s.out, s.scratch} {
 		if b != nil && cap(b) <= maxPooledOut {
 			b = b[:0]
@@ -158,12 +163,23 @@ func (s *Stream) Release() {
 	s.out, s.scratch = nil, nil
 }
 
+// stageReleaser is implemented by stream stages that hold buffers worth
+// recycling once the stream is done.
+type stageReleaser interface{ release() }
+
 // Stopped reports whether the stream was cut by an abort.
 func (s *Stream) Stopped() bool { return s.stopped }
 
 func (s *Stream) handle(ev *Event) error {
 	if ev.Data != nil {
 		s.dataOnly = ev.Name == nil
+	}
+	if !s.seqKnown && !s.bridged && s.client == ProtocolResponses && ev.Data != nil {
+		// Numbering starts where the upstream's does, even when the
+		// first event the client gets is one a stage built later.
+		if _, sp := head(ev.Data); sp.Start >= 0 {
+			s.seq, s.seqKnown = parseSeq(ev.Data[sp.Start:sp.End])
+		}
 	}
 	s.cur = ev
 	err := s.push(0, ev)
