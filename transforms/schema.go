@@ -13,17 +13,18 @@ import (
 // schemaRules is what a rewrite of one function's parameters does; a
 // dialect gives one set for every tool and one more for strict tools.
 type schemaRules struct {
-	strip        map[string]bool // keywords removed at schema positions
-	inline       bool            // local $refs resolved in place
-	enumString   bool            // non-string enum values become strings
-	typeArrays   string          // keep, nullable or any_of
-	constEnum    bool            // const becomes a one-value enum
-	closeObjects bool            // additionalProperties false, every property required
-	formats      map[string]bool // the string formats kept; nil keeps all
-	anyOfAlone   bool            // anyOf takes no siblings but description, title, nullable
-	rootObject   bool            // the root is an object schema
-	describe     bool            // constraints taken out are told in the description
-	minItemsMax  int             // minItems above it is taken out; 0 keeps all
+	strip         map[string]bool // keywords removed at schema positions
+	inline        bool            // local $refs resolved in place
+	enumString    bool            // non-string enum values become strings
+	typeArrays    string          // keep, nullable or any_of
+	constEnum     bool            // const becomes a one-value enum
+	closeObjects  bool            // additionalProperties false, every property required
+	formats       map[string]bool // the string formats kept; nil keeps all
+	anyOfAlone    bool            // anyOf takes no siblings but description, title, nullable
+	rootObject    bool            // the root is an object schema
+	describe      bool            // constraints taken out are told in the description
+	minItemsMax   int             // minItems above it is taken out; 0 keeps all
+	noBoolSchemas bool            // true and false as schemas become {}
 }
 
 // constraintKeywords are the keywords whose loss changes what a value may
@@ -135,6 +136,16 @@ func (s *schemaWriter) schema(out []byte, v jsonspan.Span, nullable bool) []byte
 
 func (s *schemaWriter) rewrite(out []byte, v jsonspan.Span, nullable bool) []byte {
 	doc := s.doc
+	if doc[v.Start] != '{' && s.r.noBoolSchemas {
+		// A dialect whose schemas are messages, not JSON Schema: true is
+		// the empty schema, and false (nothing is valid) has no
+		// spelling; the empty schema at least lets the call through.
+		s.note("boolean_schema")
+		if nullable {
+			return append(out, `{"nullable":true}`...)
+		}
+		return append(out, "{}"...)
+	}
 	if doc[v.Start] != '{' {
 		if nullable {
 			// true or false as a schema: true already takes null.
@@ -256,7 +267,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	doc, r := s.doc, s.r
 	root := s.depth == 1
 	typ := s.typeOf(ms)
-	isObject := typ == "object" || (typ == "" && find(ms, "properties") >= 0)
+	isObject := typ == "object" || (find(ms, "type") < 0 && find(ms, "properties") >= 0)
 	// Properties first: required is filtered against them, wherever it
 	// stands.
 	var props []string
@@ -292,7 +303,9 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		k := m.key
 		switch {
 		case r.strip[k]:
-		case k == "format" && r.formats != nil && typ == "string" && !r.formats[stringOf(doc, m.m.Value)]:
+		case k == "format" && r.formats != nil && (typ == "string" || typ == "") && !r.formats[stringOf(doc, m.m.Value)]:
+			// A format only means something on strings; an untyped one
+			// is judged as if it were on one.
 		case k == "minItems" && r.minItemsMax > 0 && !smallInt(doc, m.m.Value, r.minItemsMax):
 		case anyOf && k != "anyOf" && k != "description" && k != "title" && k != "nullable" && !(typeAnyOf && k == "type"):
 		case (k == "$defs" || k == "definitions") && r.inline:
@@ -405,6 +418,12 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 			var done bool
 			ow.B, done = s.enum(ow.B, v, nullable)
 			nullDone = nullDone || done
+			if r.enumString && r.typeArrays == "nullable" && enumHasNull(doc, v) && find(ms, "nullable") < 0 && !typeListHasNull(doc, ms) {
+				// The null left the enum for nullable, which says it.
+				s.note("enum_to_string")
+				ow.Key("nullable")
+				ow.B = append(ow.B, "true"...)
+			}
 		case "const":
 			if r.constEnum {
 				s.note("const_to_enum")
@@ -435,7 +454,17 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		ow.B = append(ow.B, `"object"`...)
 		isObject = true
 	}
-	if (isObject || (root && r.rootObject)) && !wroteProps && !anyOf {
+	if root && r.rootObject && !isObject && s.err == nil {
+		// Arguments are an object: a root of another type is no schema
+		// the upstream can take, and none we could make of it.
+		what := "a union"
+		if i := find(ms, "type"); i >= 0 {
+			what = "type " + string(doc[ms[i].m.Value.Start:ms[i].m.Value.End])
+		}
+		s.err = schemaError("schema_root_not_object", s.where,
+			"the schema of %s has %s at its root; the upstream takes only an object schema there", s.where, what)
+	}
+	if isObject && !wroteProps && !anyOf {
 		s.note("properties")
 		ow.Key("properties")
 		ow.B = append(ow.B, "{}"...)
@@ -690,6 +719,12 @@ func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nulla
 	doc := s.doc
 	types, list, enumed, nulled := s.typeList(v, nullable, ms)
 	if len(types) == 0 {
+		if doc[v.Start] == '[' && s.r.typeArrays != "" && s.r.typeArrays != "keep" {
+			// A list the dialect refuses, and not one type in it to
+			// keep: no type at all says the same.
+			s.note("type_arrays")
+			return ow.B, false
+		}
 		// Not a type this rule can read ([], [1]): as it is.
 		ow.Key("type")
 		return append(ow.B, doc[v.Start:v.End]...), false
@@ -816,4 +851,26 @@ func (s *schemaWriter) enumValue(out []byte, v jsonspan.Span) []byte {
 		return append(out, doc[v.Start:v.End]...)
 	}
 	return jsonspan.AppendString(out, doc[v.Start:v.End])
+}
+
+// enumHasNull reports whether an enum lists null.
+func enumHasNull(doc []byte, v jsonspan.Span) bool {
+	found := false
+	if doc[v.Start] == '[' {
+		jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+			found = found || doc[el.Start] == 'n'
+			return !found
+		})
+	}
+	return found
+}
+
+// typeListHasNull reports whether the schema's type is a list with null,
+// which becomes nullable:true on its own.
+func typeListHasNull(doc []byte, ms []member) bool {
+	i := find(ms, "type")
+	if i < 0 || doc[ms[i].m.Value.Start] != '[' {
+		return false
+	}
+	return enumHasNull(doc, ms[i].m.Value)
 }

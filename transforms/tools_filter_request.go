@@ -46,6 +46,10 @@ func (t *ToolsFilter) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 	if w == nil {
 		return body, nil
 	}
+	if n := w.Repeated(); n != nil && (len(t.allow) > 0 || len(t.deny) > 0) {
+		return nil, filterError("ambiguous_tool", n.Where(),
+			"%s repeats a key that names the tool (type, name or namespace): the gateway cannot tell which tool the upstream would see", n.Where())
+	}
 	rec.active = true
 	f := &filterRun{t: t, x: x, w: w, rec: rec, status: make([]filterStatus, len(w.Nodes))}
 	return f.run()

@@ -111,6 +111,20 @@ type ToolWalk struct {
 	rootSpans []jsonspan.Span
 	tools     jsonspan.Span // top-level "tools" and "tool_choice" values
 	echo      bool          // an edit touched a definition or tool_choice
+	// repeated is the first definition that repeats a key of its
+	// identity (type, name, namespace), or -1.
+	repeated int32
+}
+
+// Repeated returns the first definition that repeats a key naming it
+// (type, name or namespace, or name inside Chat's function object), or
+// nil. Rules read the first of such keys and upstreams the last, so a rule
+// that lets tools through by name must refuse it.
+func (w *ToolWalk) Repeated() *ToolNode {
+	if w.repeated < 0 {
+		return nil
+	}
+	return &w.Nodes[w.repeated]
 }
 
 // nodePool recycles node lists: a long history has thousands of nodes, and
@@ -145,7 +159,7 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 	if p != ProtocolResponses && p != ProtocolChat {
 		return nil
 	}
-	w := &ToolWalk{Doc: body, Protocol: p, x: x, tools: jsonspan.NoSpan()}
+	w := &ToolWalk{Doc: body, Protocol: p, x: x, tools: jsonspan.NoSpan(), repeated: -1}
 	if pooled, ok := nodePool.Get().(*[]ToolNode); ok {
 		w.Nodes = (*pooled)[:0]
 	}
@@ -231,6 +245,10 @@ func (w *ToolWalk) definitions(start int, parent int32, root string) int {
 			e := jsonspan.SkipValue(doc, mv)
 			if field != nil && field.Start < 0 {
 				*field = jsonspan.Span{Start: mv, End: e}
+			} else if field != nil && w.repeated < 0 {
+				// The first of two keys is ours, the last the upstream's:
+				// a rule that decides by the tool's identity must know.
+				w.repeated = int32(at)
 			}
 			return e
 		})
@@ -253,13 +271,29 @@ func (w *ToolWalk) definitions(start int, parent int32, root string) int {
 			}
 			if inner.Start >= 0 && doc[inner.Start] == '{' {
 				n.InnerStart, n.InnerEnd = inner.Start, inner.End
-				n.Name = w.str(doc, jsonspan.Lookup(doc, inner.Start, "name"))
+				var names int
+				name := jsonspan.NoSpan()
+				jsonspan.EachMember(doc, inner.Start, func(m jsonspan.Member) bool {
+					if m.KeyIs(doc, "name") {
+						if names++; names == 1 {
+							name = m.Value
+						}
+					}
+					return true
+				})
+				n.Name = w.str(doc, name)
+				if names > 1 && w.repeated < 0 {
+					w.repeated = int32(at)
+				}
 			}
 		}
 		switch {
 		case children < 0:
 		case n.Type != "namespace":
 			w.Nodes = w.Nodes[:children]
+			if int(w.repeated) >= children {
+				w.repeated = -1 // in a list that holds no tools after all
+			}
 		default:
 			// The tools of a namespace that name no namespace of their own
 			// are in this one.
