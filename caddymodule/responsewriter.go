@@ -40,6 +40,9 @@ type responseWriter struct {
 	mode   writerMode
 	status int
 	stream *transforms.Stream
+	// rc flushes the writer under ours; made once, as a stream flushes
+	// after every read.
+	rc *http.ResponseController
 	buf    bytes.Buffer
 	tooBig bool
 
@@ -163,7 +166,7 @@ func (rw *responseWriter) writeStream(p []byte) (int, error) {
 		// so reverse_proxy stops reading (and the provider stops
 		// billing) a stream nobody will see.
 		rw.h.logger.Debug("stream ended by the gateway", zap.Error(err))
-		_ = http.NewResponseController(rw.ResponseWriter).Flush()
+		_ = rw.controller().Flush()
 		return len(p), errStreamAborted
 	}
 	return len(p), nil
@@ -196,7 +199,14 @@ func (rw *responseWriter) FlushError() error {
 	if rw.mode == modeUndecided {
 		rw.WriteHeader(http.StatusOK)
 	}
-	return http.NewResponseController(rw.ResponseWriter).Flush()
+	return rw.controller().Flush()
+}
+
+func (rw *responseWriter) controller() *http.ResponseController {
+	if rw.rc == nil {
+		rw.rc = http.NewResponseController(rw.ResponseWriter)
+	}
+	return rw.rc
 }
 
 // Flush is for callers that still type-assert http.Flusher.
