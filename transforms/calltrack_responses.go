@@ -63,8 +63,9 @@ type responsesCalls struct {
 	idbuf     []byte
 	evbuf     []byte
 	ev        Event
-	esc       []byte // the escaped final text of escFor's done event
-	itembuf   []byte // the last finished item's event
+	esc       []byte       // the escaped final text of escFor's done event
+	last      *trackedCall // the open call find found last, by item id
+	itembuf   []byte       // the last finished item's event
 	escFor    *trackedCall
 }
 
@@ -223,9 +224,16 @@ func where(d []byte, item jsonspan.Span) (itemID string, outputIndex []byte) {
 // The keys are looked up as the event holds them, without allocating: a
 // stream looks up a call once per argument delta.
 func (s *responsesCalls) find(itemID, outputIndex []byte) (c *trackedCall, closed bool) {
+	// Deltas come in runs of one call: the call found last is asked
+	// first, without hashing its keys.
+	if l := s.last; l != nil && len(itemID) > 0 && string(itemID) == l.itemID &&
+		(len(outputIndex) == 0 || l.outputIndex == nil || bytes.Equal(l.outputIndex, outputIndex)) {
+		return l, false
+	}
 	if len(itemID) > 0 {
 		c := s.open[callKey{byItemID, string(itemID)}]
 		if c != nil && (len(outputIndex) == 0 || c.outputIndex == nil || bytes.Equal(c.outputIndex, outputIndex)) {
+			s.last = c
 			return c, false
 		}
 	}
@@ -249,6 +257,7 @@ func (s *responsesCalls) find(itemID, outputIndex []byte) (c *trackedCall, close
 // close moves a call from open to closed; completed says it was
 // delivered whole rather than dropped.
 func (s *responsesCalls) close(c *trackedCall, completed bool) {
+	s.last = nil
 	if c.h != nil {
 		releaseCall(c.h)
 		c.h = nil // the arguments' buffers go now
@@ -367,6 +376,7 @@ func (s *responsesCalls) End(emit Emit) error {
 }
 
 func (s *responsesCalls) newCall(client ToolID, h CallHandler, itemID string, outputIndex []byte, callID string) *trackedCall {
+	s.last = nil // a new call may take the keys of the last one
 	c := &trackedCall{client: client, h: h, itemID: itemID, callID: callID, outputIndex: bytes.Clone(outputIndex)}
 	_, c.relay = h.(relaying)
 	for _, k := range callKeys(itemID, c.outputIndex, callID) {
