@@ -71,6 +71,14 @@
 // than its own); a transform from another module uses the same exported API
 // (see the integration tests' test_rename). responses_to_chat is a
 // ProtocolBridge: rules before it see Responses, rules after it Chat.
+// tools_filter and tools_normalize_schema use the tool walk alone: the
+// filter decides by the identities the walk reads (and refuses a definition
+// whose identity keys repeat, as the walk reads the first and upstreams the
+// last), and the normalizer rewrites the parameters of the function nodes,
+// whichever rule made them. The filter's response side is its own stage:
+// it judges calls, it restores none. Conditions on the request (Condition)
+// read Caddy placeholders through the replacer the handler puts in the
+// Exchange.
 //
 // # Rounds
 //

@@ -41,11 +41,11 @@ type schemaWriter struct {
 	doc      []byte
 	r        *schemaRules
 	root     jsonspan.Span
-	maxDepth int // nested $ref inlining
-	budget   int // output bytes left
-	where    string
-	refs     []string // the $refs being inlined, innermost last
-	depth    int      // nesting of schema objects
+	maxDepth int       // nested $ref inlining
+	budget   int       // output bytes left
+	node     *ToolNode // the function whose parameters these are, for messages
+	refs     []string  // the $refs being inlined, innermost last
+	depth    int       // nesting of schema objects
 	changed  bool
 	did      map[string]bool // what was done, for the decision, when telling
 	telling  bool
@@ -53,6 +53,9 @@ type schemaWriter struct {
 	// innermost last: one slice for the whole rewrite rather than one per
 	// object.
 	stack []member
+	types []string // typeList's, reused
+	names []string // property and required names of the objects being written
+	keep  []string // required's, reused
 	err   *Error
 }
 
@@ -66,10 +69,22 @@ func schemaError(code, param, format string, a ...any) *Error {
 	return e
 }
 
+// loc names the schema being written for messages, e.g.
+// "tools[3].parameters"; only an error needs it.
+func (s *schemaWriter) loc() string {
+	if s.node == nil {
+		return "parameters"
+	}
+	if s.node.InnerStart >= 0 {
+		return s.node.Where() + ".function.parameters"
+	}
+	return s.node.Where() + ".parameters"
+}
+
 // reset readies the writer for the next function's schema, keeping its
 // buffers.
-func (s *schemaWriter) reset(doc []byte, r *schemaRules, root jsonspan.Span, where string) {
-	s.doc, s.r, s.root, s.where = doc, r, root, where
+func (s *schemaWriter) reset(doc []byte, r *schemaRules, root jsonspan.Span, node *ToolNode) {
+	s.doc, s.r, s.root, s.node = doc, r, root, node
 	s.budget = max(1<<20, 8*(root.End-root.Start))
 	s.refs, s.stack = s.refs[:0], s.stack[:0]
 	s.depth, s.changed, s.err = 0, false, nil
@@ -157,7 +172,7 @@ func (s *schemaWriter) rewrite(out []byte, v jsonspan.Span, nullable bool) []byt
 	s.depth++
 	defer func() { s.depth-- }()
 	if s.depth > maxSchemaNesting {
-		s.err = schemaError("schema_too_deep", s.where, "the schema of %s nests deeper than %d levels", s.where, maxSchemaNesting)
+		s.err = schemaError("schema_too_deep", s.loc(), "the schema of %s nests deeper than %d levels", s.loc(), maxSchemaNesting)
 		return out
 	}
 	base := len(s.stack)
@@ -172,19 +187,19 @@ func (s *schemaWriter) rewrite(out []byte, v jsonspan.Span, nullable bool) []byt
 		}
 		ref, _ := jsonspan.StringValue(doc, ms[i].m.Value)
 		if slices.Contains(s.refs, ref) {
-			s.err = schemaError("schema_ref_cycle", s.where,
-				"the schema of %s refers to itself through %q (%s): the upstream needs references inlined, and a cycle cannot be", s.where, ref, strings.Join(append(s.refs, ref), " -> "))
+			s.err = schemaError("schema_ref_cycle", s.loc(),
+				"the schema of %s refers to itself through %q (%s): the upstream needs references inlined, and a cycle cannot be", s.loc(), ref, strings.Join(append(s.refs, ref), " -> "))
 			return out
 		}
 		if len(s.refs) >= s.maxDepth {
-			s.err = schemaError("schema_ref_depth", s.where,
-				"the schema of %s nests $ref more than %d deep (%s)", s.where, s.maxDepth, strings.Join(append(s.refs, ref), " -> "))
+			s.err = schemaError("schema_ref_depth", s.loc(),
+				"the schema of %s nests $ref more than %d deep (%s)", s.loc(), s.maxDepth, strings.Join(append(s.refs, ref), " -> "))
 			return out
 		}
 		target, ok := s.pointer(ref)
 		if !ok {
-			s.err = schemaError("schema_ref_unresolved", s.where,
-				"the schema of %s refers to %q, which is not a schema of the same document; the upstream needs references inlined", s.where, ref)
+			s.err = schemaError("schema_ref_unresolved", s.loc(),
+				"the schema of %s refers to %q, which is not a schema of the same document; the upstream needs references inlined", s.loc(), ref)
 			return out
 		}
 		s.refs = append(s.refs, ref)
@@ -270,26 +285,30 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	isObject := typ == "object" || (find(ms, "type") < 0 && find(ms, "properties") >= 0)
 	// Properties first: required is filtered against them, wherever it
 	// stands.
-	var props []string
+	// Both name lists live on the writer's name stack, like the members.
+	base := len(s.names)
+	defer func() { s.names = s.names[:base] }()
 	if i := find(ms, "properties"); i >= 0 && doc[ms[i].m.Value.Start] == '{' {
 		jsonspan.EachMember(doc, ms[i].m.Value.Start, func(m jsonspan.Member) bool {
-			props = append(props, keyName(doc, m.Key))
+			s.names = append(s.names, keyName(doc, m.Key))
 			return true
 		})
 	}
-	var required []string
+	props := s.names[base:len(s.names):len(s.names)]
+	mid := len(s.names)
 	hasRequired := false
 	if i := find(ms, "required"); i >= 0 {
 		hasRequired = true
 		if rv := ms[i].m.Value; doc[rv.Start] == '[' {
 			jsonspan.EachElement(doc, rv.Start, func(el jsonspan.Span) bool {
-				if name, ok := jsonspan.StringValue(doc, el); ok {
-					required = append(required, name)
+				if name, ok := docString(doc, el); ok {
+					s.names = append(s.names, name)
 				}
 				return true
 			})
 		}
 	}
+	required := s.names[mid:len(s.names):len(s.names)]
 	closing := r.closeObjects && isObject
 	anyOf := r.anyOfAlone && find(ms, "anyOf") >= 0
 	// A type list written as anyOf takes no siblings either; the type
@@ -318,7 +337,11 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		if r.describe && constraintKeywords[k] {
 			told = append(told, k+": "+string(doc[m.m.Value.Start:m.m.Value.End]))
 		}
-		s.note("strip " + k)
+		if s.telling {
+			s.note("strip " + k)
+		} else {
+			s.changed = true
+		}
 		return true
 	}
 	ow := jsonspan.NewObj(out)
@@ -461,8 +484,8 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		if i := find(ms, "type"); i >= 0 {
 			what = "type " + string(doc[ms[i].m.Value.Start:ms[i].m.Value.End])
 		}
-		s.err = schemaError("schema_root_not_object", s.where,
-			"the schema of %s has %s at its root; the upstream takes only an object schema there", s.where, what)
+		s.err = schemaError("schema_root_not_object", s.loc(),
+			"the schema of %s has %s at its root; the upstream takes only an object schema there", s.loc(), what)
 	}
 	if isObject && !wroteProps && !anyOf {
 		s.note("properties")
@@ -489,7 +512,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		return append(append(append(body[:start], `{"anyOf":[`...), inner...), `,{"type":"null"}]}`...)
 	}
 	if s.budget -= len(ow.B) - len(out); s.budget < 0 && s.err == nil {
-		s.err = schemaError("schema_too_large", s.where, "the schema of %s grows too large when its references are inlined", s.where)
+		s.err = schemaError("schema_too_large", s.loc(), "the schema of %s grows too large when its references are inlined", s.loc())
 	}
 	return ow.Close()
 }
@@ -504,8 +527,28 @@ func wasTold(told []string, key string) bool {
 }
 
 func stringOf(doc []byte, v jsonspan.Span) string {
-	s, _ := jsonspan.StringValue(doc, v)
+	s, _ := docString(doc, v)
 	return s
+}
+
+// docString is jsonspan.StringValue without the copy for a string with no
+// escapes: the request body outlives the rewrite, and schemas repeat the
+// same few type names thousands of times.
+func docString(doc []byte, v jsonspan.Span) (string, bool) {
+	if v.Start < 0 || v.End-v.Start < 2 || doc[v.Start] != '"' {
+		return "", false
+	}
+	raw := doc[v.Start+1 : v.End-1]
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return unsafeString(raw), true
+	}
+	return jsonspan.StringValue(doc, v)
+}
+
+// isString reports whether the JSON value at v is the string t, as
+// written.
+func isString(doc []byte, v jsonspan.Span, t string) bool {
+	return v.End-v.Start == len(t)+2 && doc[v.Start] == '"' && string(doc[v.Start+1:v.End-1]) == t
 }
 
 func smallInt(doc []byte, v jsonspan.Span, max int) bool {
@@ -522,7 +565,7 @@ func (s *schemaWriter) typeOf(ms []member) string {
 		return ""
 	}
 	doc, v := s.doc, ms[i].m.Value
-	if t, ok := jsonspan.StringValue(doc, v); ok {
+	if t, ok := docString(doc, v); ok {
 		return t
 	}
 	if doc[v.Start] != '[' {
@@ -530,7 +573,7 @@ func (s *schemaWriter) typeOf(ms []member) string {
 	}
 	one, n := "", 0
 	jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
-		t, ok := jsonspan.StringValue(doc, el)
+		t, ok := docString(doc, el)
 		switch {
 		case !ok:
 			n = 2
@@ -570,16 +613,18 @@ func (s *schemaWriter) typeUnion(v jsonspan.Span, nullable bool, ms []member) bo
 func (s *schemaWriter) typeList(v jsonspan.Span, nullable bool, ms []member) (types []string, list, enumed, nulled bool) {
 	doc := s.doc
 	list = doc[v.Start] == '['
+	types = s.types[:0]
 	if list {
 		jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
-			if t, ok := jsonspan.StringValue(doc, el); ok {
+			if t, ok := docString(doc, el); ok {
 				types = append(types, t)
 			}
 			return true
 		})
-	} else if t, ok := jsonspan.StringValue(doc, v); ok {
-		types = []string{t}
+	} else if t, ok := docString(doc, v); ok {
+		types = append(types, t)
 	}
+	s.types = types
 	if len(types) == 0 {
 		return nil, false, false, false
 	}
@@ -588,7 +633,7 @@ func (s *schemaWriter) typeList(v jsonspan.Span, nullable bool, ms []member) (ty
 	if s.r.enumString && enum && !(len(types) == 1 && types[0] == "string") {
 		// The enum is made of strings now, and so is the value.
 		enumed = true
-		types, list = []string{"string"}, false
+		types, list = append(types[:0], "string"), false
 		if hasNull {
 			types = append(types, "null")
 			list = true
@@ -675,9 +720,10 @@ func (s *schemaWriter) schemaList(out []byte, v jsonspan.Span, addNull bool) []b
 func (s *schemaWriter) required(ow *jsonspan.ObjWriter, m jsonspan.Member, props, required []string, closing bool) []byte {
 	doc := s.doc
 	v := m.Value
-	var keep []string
+	keep := s.keep[:0]
+	defer func() { s.keep = keep[:0] }()
 	if closing {
-		keep = props
+		keep = append(keep, props...)
 	} else {
 		for _, name := range required {
 			if slices.Contains(props, name) && !slices.Contains(keep, name) {
@@ -738,14 +784,19 @@ func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nulla
 	hasNull := slices.Contains(types, "null")
 	if !list || s.r.typeArrays == "keep" || s.r.typeArrays == "" {
 		ow.Key("type")
-		want := jsonspan.AppendStringStr(nil, types[0])
-		if list {
-			want = appendNames(nil, types)
-		}
-		if bytes.Equal(doc[v.Start:v.End], want) {
+		if !list && isString(doc, v, types[0]) {
 			return append(ow.B, doc[v.Start:v.End]...), hasNull
 		}
-		return append(ow.B, want...), hasNull
+		start := len(ow.B)
+		if list {
+			ow.B = appendNames(ow.B, types)
+		} else {
+			ow.B = jsonspan.AppendStringStr(ow.B, types[0])
+		}
+		if bytes.Equal(ow.B[start:], doc[v.Start:v.End]) {
+			return append(ow.B[:start], doc[v.Start:v.End]...), hasNull
+		}
+		return ow.B, hasNull
 	}
 	// A dialect without type lists: one type, nullable, or a union.
 	s.note("type_arrays")

@@ -313,7 +313,11 @@ func (f *filterRun) writeLists(dropTop bool) {
 			continue
 		}
 		sp := w.listSpan(r)
-		w.Edit(sp.Start, sp.End, f.writeList(nil, sp, firsts[r], nil), true)
+		w.Edit(sp.Start, sp.End, f.writeList(make([]byte, 0, sp.End-sp.Start), sp, firsts[r], nil), true)
+	}
+	size := 0
+	for _, d := range f.defaults {
+		size += len(d) + 1
 	}
 	switch {
 	case dropTop:
@@ -323,7 +327,7 @@ func (f *filterRun) writeLists(dropTop bool) {
 		if !ok {
 			first = len(w.Nodes)
 		}
-		w.Edit(sp.Start, sp.End, f.writeList(nil, sp, first, f.defaults), true)
+		w.Edit(sp.Start, sp.End, f.writeList(make([]byte, 0, sp.End-sp.Start+size), sp, first, f.defaults), true)
 	case topRoot < 0 && len(f.defaults) > 0 && w.tools.Start >= 0:
 		// A tools member that is not a list: the upstream refuses it
 		// anyway, and defaults cannot join it.

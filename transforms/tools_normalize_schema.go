@@ -273,32 +273,29 @@ func (t *ToolsNormalizeSchema) RewriteRequest(x *Exchange, body []byte) ([]byte,
 			}
 			rules = strictRules
 		}
-		where := n.Where() + ".parameters"
-		if n.InnerStart >= 0 {
-			where = n.Where() + ".function.parameters"
-		}
-		name := ToolID{Namespace: n.Namespace, Name: n.Name}.display()
 		if p := f[0]; p.Start >= 0 && (doc[p.Start] == '{' || doc[p.Start] == 't' || doc[p.Start] == 'f') {
-			sw.reset(doc, rules, p, where)
+			sw.reset(doc, rules, p, n)
 			s := &sw
 			start := len(arena)
 			arena = s.schema(arena, p, false)
 			out := arena[start:len(arena):len(arena)]
 			if s.err != nil {
-				s.err.Message = fmt.Sprintf("tool %q: %s", name, s.err.Message)
+				s.err.Message = fmt.Sprintf("tool %q: %s", ToolID{Namespace: n.Namespace, Name: n.Name}.display(), s.err.Message)
 				return nil, s.err
 			}
 			if s.changed {
 				w.Edit(p.Start, p.End, out, true)
 				if x.deciding() {
-					x.Decide(name, "normalize_schema", t.Dialect+": "+summarize(s.did))
+					x.Decide(ToolID{Namespace: n.Namespace, Name: n.Name}.display(), "normalize_schema", t.Dialect+": "+summarize(s.did))
 				}
 			}
 		}
 		if t.dialect.dropStrict && f[1].Start >= 0 {
 			e := jsonspan.RemoveMember(doc, f[1])
 			w.Edit(e.Start, e.End, nil, true)
-			x.Decide(name, "drop_strict", t.Dialect+" takes no strict flag")
+			if x.deciding() {
+				x.Decide(ToolID{Namespace: n.Namespace, Name: n.Name}.display(), "drop_strict", t.Dialect+" takes no strict flag")
+			}
 		}
 	}
 	return w.Rewrite(), nil
