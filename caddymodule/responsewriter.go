@@ -42,7 +42,7 @@ type responseWriter struct {
 	stream *transforms.Stream
 	// rc flushes the writer under ours; made once, as a stream flushes
 	// after every read.
-	rc *http.ResponseController
+	rc     *http.ResponseController
 	buf    bytes.Buffer
 	tooBig bool
 
