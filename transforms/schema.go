@@ -517,15 +517,6 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	return ow.Close()
 }
 
-func wasTold(told []string, key string) bool {
-	for _, t := range told {
-		if strings.HasPrefix(t, key+": ") {
-			return true
-		}
-	}
-	return false
-}
-
 func stringOf(doc []byte, v jsonspan.Span) string {
 	s, _ := docString(doc, v)
 	return s
