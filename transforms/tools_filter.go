@@ -166,13 +166,15 @@ func compileSelectors(field string, list []string) ([]selector, error) {
 	return out, nil
 }
 
-// matches reports whether the selector picks the definition n.
-func (s *selector) matches(n *ToolNode) bool {
+// matches reports whether the selector picks the definition n, which
+// sits in namespace ns ("" at the top level). ns is the namespace that
+// holds the tool, whatever namespace member the tool writes itself.
+func (s *selector) matches(n *ToolNode, ns string) bool {
 	switch {
 	case s.typ != "":
 		return globMatch(s.typ, n.Type)
 	case s.scoped:
-		return n.Namespace != "" && n.Type != "namespace" && globMatch(s.ns, n.Namespace) && globMatch(s.name, n.Name)
+		return ns != "" && globMatch(s.ns, ns) && globMatch(s.name, n.Name)
 	case n.Name == "":
 		return globMatch(s.name, n.Type)
 	}

@@ -3,6 +3,7 @@ package transforms
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
@@ -46,9 +47,9 @@ func (t *ToolsFilter) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 	if w == nil {
 		return body, nil
 	}
-	if n := w.Repeated(); n != nil && (len(t.allow) > 0 || len(t.deny) > 0) {
-		return nil, filterError("ambiguous_tool", n.Where(),
-			"%s repeats a key that names the tool (type, name or namespace): the gateway cannot tell which tool the upstream would see", n.Where())
+	if where, ok := w.Repeated(); ok && (len(t.allow) > 0 || len(t.deny) > 0) {
+		return nil, filterError("ambiguous_tool", where,
+			"%s repeats a key that names tools (type, name, namespace or tools): the gateway cannot tell which tool the upstream would see", where)
 	}
 	rec.active = true
 	f := &filterRun{t: t, x: x, w: w, rec: rec, status: make([]filterStatus, len(w.Nodes))}
@@ -63,6 +64,7 @@ type filterStatus struct {
 	changed bool   // a namespace some of whose tools were filtered
 	kept    bool   // a namespace: at least one of its tools was kept
 	own     bool   // filtered by its own match, which covers its tools
+	list    int32  // the top-level list (walk root) the tool is in, nested or not
 }
 
 type filterRun struct {
@@ -130,7 +132,12 @@ func (f *filterRun) judge() {
 			continue
 		}
 		st := &f.status[i]
-		st.denied, st.allowed = f.matches(f.t.deny, n), len(f.t.allow) == 0 || f.matches(f.t.allow, n)
+		ns, list := n.Namespace, n.root
+		if n.parent >= 0 {
+			ns, list = w.Nodes[n.parent].Name, f.status[n.parent].list
+		}
+		st.list = list
+		st.denied, st.allowed = f.matches(f.t.deny, n, ns), len(f.t.allow) == 0 || f.matches(f.t.allow, n, ns)
 		if n.parent >= 0 {
 			p := &f.status[n.parent]
 			st.denied = st.denied || p.denied
@@ -142,10 +149,12 @@ func (f *filterRun) judge() {
 			st.own = true
 		case !st.allowed && n.Type != "namespace":
 			st.reason = reasonNotAllowed
-		case n.Type != "namespace":
+		case n.Type != "namespace" && (n.Name != "" || n.Type != "mcp"):
 			// The first of two tools of one name wins, as in LobeHub's
-			// engine; the upstream would refuse both.
-			k := ToolID{Type: n.Type, Namespace: n.Namespace, Name: n.Name}.nameKey() + "\x00" + w.roots[n.root]
+			// engine; the upstream would refuse both. A tool without a
+			// name is one of its type, except MCP servers, which their
+			// labels tell apart.
+			k := ToolID{Type: n.Type, Namespace: ns, Name: n.Name}.nameKey() + "\x00" + strconv.Itoa(int(list))
 			if seen[k] {
 				st.reason = reasonDuplicate
 			}
@@ -178,6 +187,9 @@ func (f *filterRun) judge() {
 			p := &f.status[n.parent]
 			if st.reason == "" {
 				p.kept = true
+				// A kept namespace that lost tools is rewritten, and so is
+				// every namespace around it.
+				p.changed = p.changed || st.changed
 			} else {
 				p.changed = true
 			}
@@ -228,9 +240,9 @@ func (id ToolID) display() string {
 	return id.Namespace + "/" + id.Name
 }
 
-func (f *filterRun) matches(list []selector, n *ToolNode) bool {
+func (f *filterRun) matches(list []selector, n *ToolNode, ns string) bool {
 	for i := range list {
-		if list[i].matches(n) {
+		if list[i].matches(n, ns) {
 			return true
 		}
 	}
@@ -258,9 +270,9 @@ func (f *filterRun) addDefaults() {
 		probe := ToolNode{Kind: NodeDefinition, Type: d.id.Type, Namespace: d.id.Namespace, Name: d.id.Name}
 		reason := ""
 		switch {
-		case f.matches(f.t.deny, &probe):
+		case f.matches(f.t.deny, &probe, d.id.Namespace):
 			reason = reasonDenied
-		case len(f.t.allow) > 0 && !f.matches(f.t.allow, &probe):
+		case len(f.t.allow) > 0 && !f.matches(f.t.allow, &probe, d.id.Namespace):
 			reason = reasonNotAllowed
 		case f.w.Protocol == ProtocolChat && d.chat == nil:
 			reason = reasonIncompatible

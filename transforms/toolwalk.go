@@ -1,6 +1,7 @@
 package transforms
 
 import (
+	"bytes"
 	"strconv"
 	"sync"
 
@@ -114,17 +115,21 @@ type ToolWalk struct {
 	// repeated is the first definition that repeats a key of its
 	// identity (type, name, namespace), or -1.
 	repeated int32
+	twice    string // "tools" when the top-level tools member repeats
 }
 
-// Repeated returns the first definition that repeats a key naming it
-// (type, name or namespace, or name inside Chat's function object), or
-// nil. Rules read the first of such keys and upstreams the last, so a rule
+// Repeated returns where the first definition is that repeats a key
+// naming it (type, name or namespace, name inside Chat's function object,
+// or a namespace's tools), or the top-level tools member when it repeats. Rules read the first of such keys and upstreams the last, so a rule
 // that lets tools through by name must refuse it.
-func (w *ToolWalk) Repeated() *ToolNode {
-	if w.repeated < 0 {
-		return nil
+func (w *ToolWalk) Repeated() (where string, ok bool) {
+	switch {
+	case w.twice != "":
+		return w.twice, true
+	case w.repeated >= 0 && int(w.repeated) < len(w.Nodes):
+		return w.Nodes[w.repeated].Where(), true
 	}
-	return &w.Nodes[w.repeated]
+	return "", false
 }
 
 // nodePool recycles node lists: a long history has thousands of nodes, and
@@ -168,6 +173,11 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 	end := jsonspan.WalkMembers(body, 0, func(k jsonspan.Span, v int) int {
 		switch {
 		case jsonspan.KeyIs(body, k, "tools"):
+			if w.tools.Start >= 0 {
+				// Two lists: rules would judge one and upstreams keep the
+				// other.
+				w.twice = "tools"
+			}
 			e := w.definitions(v, -1, "tools")
 			w.tools = jsonspan.Span{Start: v, End: e}
 			return e
@@ -231,6 +241,8 @@ func (w *ToolWalk) definitions(start int, parent int32, root string) int {
 			case jsonspan.KeyIs(doc, k, "tools") && children < 0 && mv < len(doc) && doc[mv] == '[':
 				children = len(w.Nodes)
 				return w.definitions(mv, int32(at), "")
+			case jsonspan.KeyIs(doc, k, "tools") && w.repeated < 0:
+				w.repeated = int32(at) // a second list of tools: which one counts?
 			case jsonspan.KeyIs(doc, k, "type"):
 				field = &typ
 			case jsonspan.KeyIs(doc, k, "name"):
@@ -264,7 +276,9 @@ func (w *ToolWalk) definitions(start int, parent int32, root string) int {
 			// Chat nests the tool under a key named after its type.
 			inner := jsonspan.NoSpan()
 			switch n.Type {
-			case "function":
+			case "function", "":
+				// Servers that take a tool without a type (vLLM, Ollama)
+				// read it as a function.
 				inner = fn
 			case "custom":
 				inner = custom
@@ -355,6 +369,10 @@ func (w *ToolWalk) items(start int) int {
 			return true
 		}
 		t := doc[typ.Start+1 : typ.End-1]
+		if bytes.IndexByte(t, '\\') >= 0 {
+			// "additional\u005ftools" is additional_tools to the upstream.
+			t = jsonspan.Unescape(nil, t)
+		}
 		var kind NodeKind
 		switch {
 		case string(t) == "message" || string(t) == "reasoning":
