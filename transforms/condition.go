@@ -2,6 +2,7 @@ package transforms
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -31,18 +32,38 @@ var conditionOps = []string{"==", "!=", "!~", "~"}
 // ParseCondition reads "left op right", the operator standing apart with
 // blanks on both sides.
 func ParseCondition(s string) (Condition, error) {
-	fields := strings.Fields(s)
-	for i, f := range fields {
+	// The operator is the first token after a value that is one; the
+	// values keep their inner blanks as written ("red  team").
+	sawOp := ""
+	for i := 0; i < len(s); {
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+			i++
+		}
+		j := i
+		for j < len(s) && s[j] != ' ' && s[j] != '\t' {
+			j++
+		}
+		tok := s[i:j]
 		for _, op := range conditionOps {
-			if f != op {
+			if tok != op {
 				continue
 			}
-			left, right := strings.Join(fields[:i], " "), strings.Join(fields[i+1:], " ")
-			if left == "" || right == "" {
+			left, right := strings.TrimSpace(s[:i]), strings.TrimSpace(s[j:])
+			if left == "" {
+				break // a value that reads like an operator
+			}
+			if right == "" {
 				return Condition{}, fmt.Errorf("condition %q: the operator %s needs a value on both sides", s, op)
 			}
 			return Condition{left: left, op: op, right: right}, nil
 		}
+		if sawOp == "" && slices.Contains(conditionOps, tok) {
+			sawOp = tok
+		}
+		i = j
+	}
+	if sawOp != "" {
+		return Condition{}, fmt.Errorf("condition %q: the operator %s needs a value on both sides", s, sawOp)
 	}
 	return Condition{}, fmt.Errorf("condition %q: no operator (want <value> ==, !=, ~ or !~ <value>, apart with spaces)", s)
 }

@@ -192,8 +192,8 @@ func compileDefault(raw json.RawMessage) (defaultTool, error) {
 	if len(doc) == 0 || doc[0] != '{' {
 		return defaultTool{}, fmt.Errorf("not a JSON object")
 	}
-	var f [4]jsonspan.Span
-	jsonspan.ObjectFields(doc, 0, []string{"type", "name", "namespace", "function"}, f[:])
+	var f [5]jsonspan.Span
+	jsonspan.ObjectFields(doc, 0, []string{"type", "name", "namespace", "function", "custom"}, f[:])
 	typ, _ := jsonspan.StringValue(doc, f[0])
 	if typ == "" {
 		return defaultTool{}, fmt.Errorf("no type")
@@ -201,13 +201,17 @@ func compileDefault(raw json.RawMessage) (defaultTool, error) {
 	d := defaultTool{id: ToolID{Type: typ}}
 	d.id.Name, _ = jsonspan.StringValue(doc, f[1])
 	d.id.Namespace, _ = jsonspan.StringValue(doc, f[2])
-	if inner := f[3]; typ == "function" && inner.Start >= 0 && doc[inner.Start] == '{' {
+	inner := f[3]
+	if typ == "custom" {
+		inner = f[4]
+	}
+	if (typ == "function" || typ == "custom") && inner.Start >= 0 && doc[inner.Start] == '{' {
 		// The Chat shape: the Responses one has the inner members flat.
 		d.chat = bytes.Clone(doc)
 		d.id.Name, _ = jsonspan.StringValue(doc, jsonspan.Lookup(doc, inner.Start, "name"))
 		ow := jsonspan.NewObj(nil)
 		ow.Key("type")
-		ow.B = append(ow.B, `"function"`...)
+		ow.B = jsonspan.AppendStringStr(ow.B, typ)
 		jsonspan.EachMember(doc, inner.Start, func(m jsonspan.Member) bool {
 			ow.Raw(doc, m)
 			return true

@@ -69,6 +69,11 @@ func (t *ToolsFilter) withoutTools(x *Exchange, body []byte) ([]byte, error) {
 	if err := forcedChoice(body, choice); err != nil {
 		return nil, err
 	}
+	if legacy := jsonspan.Lookup(body, 0, "function_call"); legacy.Start >= 0 && body[legacy.Start] == '{' && chat {
+		// The legacy form of a named choice.
+		return nil, filterError("tool_filtered", "function_call",
+			"function_call forces a function, but function calling is off for this request at the gateway")
+	}
 	var edits []jsonspan.Edit
 	edits = append(edits, jsonspan.RemoveMembers(body, remove)...)
 	if history.Start >= 0 && body[history.Start] == '[' {
@@ -93,14 +98,18 @@ func (t *ToolsFilter) withoutTools(x *Exchange, body []byte) ([]byte, error) {
 
 // definitionID reads a tool definition's identity in either shape.
 func definitionID(doc []byte, el jsonspan.Span, chat bool) ToolID {
-	var f [4]jsonspan.Span
-	jsonspan.ObjectFields(doc, el.Start, []string{"type", "name", "namespace", "function"}, f[:])
+	var f [5]jsonspan.Span
+	jsonspan.ObjectFields(doc, el.Start, []string{"type", "name", "namespace", "function", "custom"}, f[:])
 	var id ToolID
 	id.Type, _ = jsonspan.StringValue(doc, f[0])
 	id.Name, _ = jsonspan.StringValue(doc, f[1])
 	id.Namespace, _ = jsonspan.StringValue(doc, f[2])
-	if chat && f[3].Start >= 0 && doc[f[3].Start] == '{' {
-		id.Name, _ = jsonspan.StringValue(doc, jsonspan.Lookup(doc, f[3].Start, "name"))
+	inner := f[3]
+	if id.Type == "custom" {
+		inner = f[4]
+	}
+	if chat && inner.Start >= 0 && doc[inner.Start] == '{' {
+		id.Name, _ = jsonspan.StringValue(doc, jsonspan.Lookup(doc, inner.Start, "name"))
 	}
 	return id
 }
@@ -164,6 +173,10 @@ func (h *historyText) responses(edits []jsonspan.Edit, arr jsonspan.Span) []json
 		declare
 	)
 	var run []jsonspan.Span // items of the current run
+	// pending are additional_tools items met inside a run of calls or
+	// outputs: they go, and do not split the run; those after its last
+	// item are removed on their own.
+	var pending []jsonspan.Span
 	var runKind int
 	var text []byte
 	var parts [][]byte // an output's non-text content (images, files)
@@ -195,8 +208,21 @@ func (h *historyText) responses(edits []jsonspan.Edit, arr jsonspan.Span) []json
 			edits = append(edits, jsonspan.Edit{Start: sp.Start, End: sp.End, Repl: append(m, '}')})
 		}
 		run, text, parts = run[:0], nil, nil
+		for _, d := range pending {
+			edits = append(edits, jsonspan.RemoveRun(doc, d.Start, d.End))
+		}
+		pending = pending[:0]
 	}
 	var f [11]jsonspan.Span
+	// The calls' names first: an output may come before its call.
+	jsonspan.EachObject(doc, arr.Start, itemFieldsText, f[:], func(_ jsonspan.Span, f []jsonspan.Span) bool {
+		if typ, _ := jsonspan.StringValue(doc, f[txType]); strings.HasSuffix(typ, "_call") {
+			if id, _ := jsonspan.StringValue(doc, f[txCallID]); id != "" {
+				h.names[id] = callName(doc, f, typ)
+			}
+		}
+		return true
+	})
 	jsonspan.EachElement(doc, arr.Start, func(el jsonspan.Span) bool {
 		kind := other
 		if doc[el.Start] == '{' {
@@ -211,8 +237,15 @@ func (h *historyText) responses(edits []jsonspan.Edit, arr jsonspan.Span) []json
 				kind = output
 			}
 		}
+		if kind == declare && (runKind == call || runKind == output) && len(run) > 0 {
+			pending = append(pending, el)
+			return true
+		}
 		if kind != runKind || kind == other {
 			flush()
+		}
+		if kind == runKind {
+			pending = pending[:0] // inside the run's span now
 		}
 		runKind = kind
 		if kind == other {
@@ -240,13 +273,7 @@ func (h *historyText) responses(edits []jsonspan.Edit, arr jsonspan.Span) []json
 func (h *historyText) callText(text []byte, f []jsonspan.Span, el jsonspan.Span) []byte {
 	doc := h.doc
 	typ, _ := jsonspan.StringValue(doc, f[txType])
-	name, _ := jsonspan.StringValue(doc, f[txName])
-	if ns, _ := jsonspan.StringValue(doc, f[txNamespace]); ns != "" && name != "" {
-		name = ns + "/" + name
-	}
-	if name == "" {
-		name = strings.TrimSuffix(typ, "_call")
-	}
+	name := callName(doc, f, typ)
 	id, _ := jsonspan.StringValue(doc, f[txCallID])
 	if id != "" {
 		h.names[id] = name
@@ -258,7 +285,30 @@ func (h *historyText) callText(text []byte, f []jsonspan.Span, el jsonspan.Span)
 			break
 		}
 	}
-	return h.describe(text, "Called tool ", name, id, " with:\n", body)
+	text = h.describe(text, "Called tool ", name, id, " with:\n", body)
+	if out := f[txOutput]; out.Start >= 0 && !jsonspan.IsNull(doc, out) {
+		// A call the upstream ran itself (mcp_call) carries its result.
+		text = append(text, "\nResult:\n"...)
+		if doc[out.Start] == '"' {
+			text = jsonspan.Unescape(text, doc[out.Start+1:out.End-1])
+		} else {
+			text = append(text, doc[out.Start:out.End]...)
+		}
+	}
+	return text
+}
+
+// callName names a Responses call item for the retelling: namespace/name,
+// or its type for a built-in call.
+func callName(doc []byte, f []jsonspan.Span, typ string) string {
+	name, _ := jsonspan.StringValue(doc, f[txName])
+	if ns, _ := jsonspan.StringValue(doc, f[txNamespace]); ns != "" && name != "" {
+		name = ns + "/" + name
+	}
+	if name == "" {
+		name = strings.TrimSuffix(typ, "_call")
+	}
+	return name
 }
 
 // outputText appends the retelling of one Responses output item; content
@@ -301,6 +351,15 @@ func (h *historyText) outputText(text []byte, parts [][]byte, f []jsonspan.Span)
 			return true
 		})
 		return text, parts
+	}
+	if out.Start >= 0 && doc[out.Start] == '{' {
+		var g [2]jsonspan.Span
+		jsonspan.ObjectFields(doc, out.Start, []string{"type", "image_url"}, g[:])
+		if jsonspan.IsString(doc, g[0], "computer_screenshot") && g[1].Start >= 0 {
+			// A screenshot stays an image the model can look at.
+			img := append([]byte(`{"type":"input_image","image_url":`), doc[g[1].Start:g[1].End]...)
+			return h.describe(text, "Output of tool ", name, id, ":\n", jsonspan.NoSpan()), append(parts, append(img, '}'))
+		}
 	}
 	return h.describe(text, "Output of tool ", name, id, ":\n", out), parts
 }
@@ -365,6 +424,8 @@ func (h *historyText) chat(edits []jsonspan.Edit, arr jsonspan.Span) []jsonspan.
 		case f[1].Start >= 0 || f[2].Start >= 0:
 			flush()
 			edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: h.assistant(el, f[1], f[2], f[5])})
+			// (null or empty calls only lose their members: the content
+			// stays as it was.)
 		default:
 			flush()
 		}
@@ -420,6 +481,14 @@ func (h *historyText) assistant(el, calls, legacy, content jsonspan.Span) []byte
 	wrote := false
 	writeContent := func() {
 		wrote = true
+		if len(told) == 0 {
+			// Members that held no call (null, []) go; the text stays.
+			if content.Start >= 0 {
+				ow.Key("content")
+				ow.B = append(ow.B, doc[content.Start:content.End]...)
+			}
+			return
+		}
 		ow.Key("content")
 		switch {
 		case content.Start >= 0 && doc[content.Start] == '[':

@@ -1,6 +1,7 @@
 package transforms
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -75,6 +76,9 @@ type filterRun struct {
 	status []filterStatus // by node index; definitions only
 	// keptTop counts the top-level definitions left, defaults included.
 	keptTop  int
+	goneTop  int      // top-level definitions the rule took out
+	dropKeys []string // top-level members that go
+	err      *Error
 	anyTop   bool // the request has a top-level tools list
 	defaults [][]byte
 }
@@ -103,23 +107,101 @@ func (f *filterRun) run() ([]byte, error) {
 	for k := range f.rec.declared {
 		delete(f.rec.filtered, k)
 	}
+	if w.Protocol == ProtocolChat && bytes.Contains(w.Doc, []byte(`"functions"`)) {
+		if err := f.legacyFunctions(); err != nil {
+			return nil, err
+		}
+	}
 	choiceEdits, err := f.planChoice()
 	if err != nil {
 		return nil, err
 	}
-	noTools := f.anyTop && f.keptTop == 0
+	// Only a list this rule emptied goes: a client's own empty list is
+	// the client's business.
+	noTools := f.anyTop && f.keptTop == 0 && f.goneTop > 0
 	f.writeLists(noTools)
 	if noTools {
 		// Never an empty list: an upstream without tools gets none, and no
 		// choice among them either.
 		f.x.Decide("tools", "drop", "no tool is left: tools, tool_choice and parallel_tool_calls are not sent")
-		removeMembers(w, w.Doc, "tools", "tool_choice", "parallel_tool_calls")
+		f.dropKeys = append(f.dropKeys, "tools", "tool_choice", "parallel_tool_calls")
 	} else {
 		for _, e := range choiceEdits {
 			w.Edit(e.Start, e.End, e.Repl, true)
 		}
 	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	// One removal for every member that goes, so neighbours never claim
+	// the same comma.
+	if len(f.dropKeys) > 0 {
+		removeMembers(w, w.Doc, f.dropKeys...)
+	}
 	return w.Rewrite(), nil
+}
+
+// legacyFunctions filters Chat's deprecated functions list and refuses a
+// function_call that forces one it filtered: the old spelling of tools
+// must not be a way around them.
+func (f *filterRun) legacyFunctions() error {
+	doc := f.w.Doc
+	var list, forced jsonspan.Span = jsonspan.NoSpan(), jsonspan.NoSpan()
+	jsonspan.WalkMembers(doc, 0, func(k jsonspan.Span, v int) int {
+		e := jsonspan.SkipValue(doc, v)
+		switch {
+		case jsonspan.KeyIs(doc, k, "functions"):
+			list = jsonspan.Span{Start: v, End: e}
+		case jsonspan.KeyIs(doc, k, "function_call"):
+			forced = jsonspan.Span{Start: v, End: e}
+		}
+		return e
+	})
+	if list.Start < 0 || doc[list.Start] != '[' {
+		return nil
+	}
+	var keep []jsonspan.Span
+	gone := 0
+	jsonspan.EachElement(doc, list.Start, func(el jsonspan.Span) bool {
+		if doc[el.Start] != '{' {
+			keep = append(keep, el)
+			return true
+		}
+		name, _ := jsonspan.StringValue(doc, jsonspan.Lookup(doc, el.Start, "name"))
+		n := ToolNode{Kind: NodeDefinition, Type: "function", Name: name}
+		id := ToolID{Type: "function", Name: name}
+		reason := ""
+		switch {
+		case f.matches(f.t.deny, &n, ""):
+			reason = reasonDenied
+		case len(f.t.allow) > 0 && !f.matches(f.t.allow, &n, ""):
+			reason = reasonNotAllowed
+		}
+		if reason == "" {
+			f.rec.declared[id.nameKey()] = true
+			keep = append(keep, el)
+			return true
+		}
+		gone++
+		f.rec.filtered[id.nameKey()] = reason
+		f.x.Decide(id.display(), "drop", reason)
+		return true
+	})
+	if forced.Start >= 0 && doc[forced.Start] == '{' {
+		name, _ := jsonspan.StringValue(doc, jsonspan.Lookup(doc, forced.Start, "name"))
+		if r, ok := f.rec.filtered[ToolID{Type: "function", Name: name}.nameKey()]; ok {
+			return filterError("tool_filtered", "function_call",
+				"function_call forces function %q, which the gateway filtered from this request (%s)", name, r)
+		}
+	}
+	switch {
+	case gone == 0:
+	case len(keep) == 0:
+		f.dropKeys = append(f.dropKeys, "functions", "function_call")
+	default:
+		f.w.Edit(list.Start, list.End, joinSpans(doc, keep), true)
+	}
+	return nil
 }
 
 // judge decides every definition, namespaces after the tools inside them.
@@ -178,8 +260,11 @@ func (f *filterRun) judge() {
 				// Every tool inside was filtered: an empty namespace is
 				// no tool at all.
 				st.reason = reasonNotAllowed
-				if st.changed && f.allDenied(i) {
+				switch {
+				case st.changed && f.allBecause(i, reasonDenied):
 					st.reason = reasonDenied
+				case st.changed && f.allBecause(i, reasonDuplicate):
+					st.reason = reasonDuplicate
 				}
 			}
 		}
@@ -209,6 +294,8 @@ func (f *filterRun) judge() {
 			f.anyTop = true
 			if f.status[i].reason == "" {
 				f.keptTop++
+			} else {
+				f.goneTop++
 			}
 		}
 	}
@@ -217,11 +304,12 @@ func (f *filterRun) judge() {
 	}
 }
 
-// allDenied reports whether every tool inside namespace node i was denied.
-func (f *filterRun) allDenied(i int) bool {
+// allBecause reports whether every tool inside namespace node i was
+// filtered for reason.
+func (f *filterRun) allBecause(i int, reason string) bool {
 	w := f.w
 	for j := i + 1; j < int(w.Nodes[i].next); j = int(w.Nodes[j].next) {
-		if f.status[j].reason != reasonDenied {
+		if f.status[j].reason != reason {
 			return false
 		}
 	}
@@ -270,6 +358,9 @@ func (f *filterRun) addDefaults() {
 		probe := ToolNode{Kind: NodeDefinition, Type: d.id.Type, Namespace: d.id.Namespace, Name: d.id.Name}
 		reason := ""
 		switch {
+		case f.w.tools.Start >= 0 && f.w.listSpan(f.topRoot()).Start < 0 && !jsonspan.IsNull(f.w.Doc, f.w.tools):
+			// tools is neither a list nor null: nothing can join it.
+			reason = "tools_not_a_list"
 		case f.matches(f.t.deny, &probe, d.id.Namespace):
 			reason = reasonDenied
 		case len(f.t.allow) > 0 && !f.matches(f.t.allow, &probe, d.id.Namespace):
@@ -290,6 +381,16 @@ func (f *filterRun) addDefaults() {
 		}
 		f.keptTop++
 	}
+}
+
+// topRoot is the walk's root of the top-level tools list, or -1.
+func (f *filterRun) topRoot() int32 {
+	for r, name := range f.w.roots {
+		if name == "tools" && f.w.listSpan(int32(r)).Start >= 0 {
+			return int32(r)
+		}
+	}
+	return -1
 }
 
 // writeLists rewrites every definition list that lost a tool, and the
@@ -341,8 +442,9 @@ func (f *filterRun) writeLists(dropTop bool) {
 		}
 		w.Edit(sp.Start, sp.End, f.writeList(make([]byte, 0, sp.End-sp.Start+size), sp, first, f.defaults), true)
 	case topRoot < 0 && len(f.defaults) > 0 && w.tools.Start >= 0:
-		// A tools member that is not a list: the upstream refuses it
-		// anyway, and defaults cannot join it.
+		// "tools":null, as SDKs write no tools: the defaults are the list.
+		// (Any other non-list value kept the defaults out.)
+		w.Edit(w.tools.Start, w.tools.End, f.writeList(nil, jsonspan.NoSpan(), len(w.Nodes), f.defaults), true)
 	case topRoot < 0 && len(f.defaults) > 0:
 		list := f.writeList(nil, jsonspan.NoSpan(), len(w.Nodes), f.defaults)
 		insertMember(w, "tools", list)
@@ -365,7 +467,7 @@ func (f *filterRun) writeList(out []byte, sp jsonspan.Span, first int, extra [][
 	}
 	j := first
 	if sp.Start >= 0 {
-		jsonspan.EachElement(doc, sp.Start, func(el jsonspan.Span) bool {
+		end := jsonspan.EachElement(doc, sp.Start, func(el jsonspan.Span) bool {
 			if j >= len(w.Nodes) || w.Nodes[j].Start != el.Start {
 				sep() // not a tool object: not ours to judge
 				out = append(out, doc[el.Start:el.End]...)
@@ -385,6 +487,10 @@ func (f *filterRun) writeList(out []byte, sp jsonspan.Span, first int, extra [][
 			}
 			return true
 		})
+		if end < 0 && f.err == nil {
+			// Deeper than the scanner goes: no half-written list leaves.
+			f.err = filterError("tools_too_deep", "tools", "the tools nest deeper than the gateway reads")
+		}
 	}
 	for _, e := range extra {
 		sep()
@@ -399,7 +505,7 @@ func (f *filterRun) writeNamespace(out []byte, i int) []byte {
 	n := &f.w.Nodes[i]
 	ow := jsonspan.NewObj(out)
 	done := false
-	jsonspan.EachMember(doc, n.Start, func(m jsonspan.Member) bool {
+	ok := jsonspan.EachMember(doc, n.Start, func(m jsonspan.Member) bool {
 		if !done && m.KeyIs(doc, "tools") && doc[m.Value.Start] == '[' {
 			done = true
 			ow.Key("tools")
@@ -409,6 +515,10 @@ func (f *filterRun) writeNamespace(out []byte, i int) []byte {
 		ow.Raw(doc, m)
 		return true
 	})
+	if !ok && f.err == nil {
+		// Deeper than the scanner goes: no half-written namespace leaves.
+		f.err = filterError("tools_too_deep", n.Where(), "%s nests namespaces deeper than the gateway reads", n.Where())
+	}
 	return ow.Close()
 }
 
@@ -434,7 +544,7 @@ func (f *filterRun) planChoice() ([]jsonspan.Edit, error) {
 	if top == nil {
 		return nil, nil
 	}
-	noTools := f.anyTop && f.keptTop == 0
+	noTools := f.anyTop && f.keptTop == 0 && f.goneTop > 0
 	switch {
 	case top.Type == "":
 		if noTools && jsonspan.IsString(doc, top.obj(), "required") {

@@ -48,22 +48,27 @@ func (rec *filterRecord) judgeCall(id ToolID) string {
 // unexpected counts and logs one call the upstream should not have made,
 // and reports whether to remove it.
 func (t *ToolsFilter) unexpected(x *Exchange, id ToolID, reason string) bool {
+	t.count(x, id, reason, t.DropUndeclaredCalls)
+	return t.DropUndeclaredCalls
+}
+
+// count records one unexpected call, removed or not.
+func (t *ToolsFilter) count(x *Exchange, id ToolID, reason string, dropped bool) {
 	if reason == "undeclared" {
 		x.UndeclaredCalls++
 	} else {
 		x.FilteredCalls++
 	}
 	action := "pass_unexpected_call"
-	if t.DropUndeclaredCalls {
+	if dropped {
 		x.DroppedCalls++
 		action = "drop_unexpected_call"
 	}
 	x.Decide(id.display(), action, reason)
 	if x.Logger != nil {
 		x.Logger.Warn("llm_transform: upstream called a tool the request did not offer",
-			zap.String("tool", id.display()), zap.String("reason", reason), zap.Bool("dropped", t.DropUndeclaredCalls))
+			zap.String("tool", id.display()), zap.String("reason", reason), zap.Bool("dropped", dropped))
 	}
-	return t.DropUndeclaredCalls
 }
 
 // responsesCallID reads the identity of a Responses output item that is a
@@ -319,7 +324,7 @@ func (s *filterResponsesStream) Event(ev *Event, emit Emit) error {
 		}
 		return emit(ev)
 	}
-	if len(s.gone) == 0 {
+	if len(s.gone) == 0 && len(s.goneID) == 0 {
 		return emit(ev)
 	}
 	return s.shift(ev, d, emit)
@@ -370,13 +375,15 @@ type filterChatStream struct {
 	// choice kept, removed those it lost.
 	next    map[int]int
 	removed map[int]int
+	unnamed map[[2]int]bool // calls passed before a fragment named them
 	buf     []byte
 	ev      Event
 }
 
 func (s *filterChatStream) Event(ev *Event, emit Emit) error {
 	d := ev.Data
-	if !bytes.Contains(d, []byte(`"tool_calls"`)) {
+	if !bytes.Contains(d, []byte(`"tool_calls"`)) && !bytes.Contains(d, []byte(`\u`)) {
+		// (An escape could spell the key: such chunks take the walk.)
 		return emit(ev)
 	}
 	root := jsonspan.SkipSpace(d, 0)
@@ -433,12 +440,37 @@ func (s *filterChatStream) entries(edits []jsonspan.Edit, d []byte, choice int, 
 		}
 		key := [2]int{choice, n}
 		to, known := s.calls[key]
+		if known && s.unnamed[key] {
+			if id, named := chatCallID(d, el); named {
+				// Named after its first fragment, which the client has: it
+				// can only be counted now, not taken back.
+				delete(s.unnamed, key)
+				if r := s.rec.judgeCall(id); r != "" {
+					s.t.count(s.x, id, r, false)
+				}
+			}
+		}
 		if !known {
 			id, named := chatCallID(d, el)
 			if !named {
-				// No name yet: nothing to judge, and nothing to renumber
-				// against; it passes as it is.
-				kept, renum = append(kept, el), append(renum, nil)
+				// No name yet: the call passes, numbered in its turn, and
+				// is judged once a fragment names it.
+				if s.next == nil {
+					s.next = map[int]int{}
+				}
+				if s.unnamed == nil {
+					s.unnamed = map[[2]int]bool{}
+				}
+				to = s.next[choice]
+				s.next[choice]++
+				s.calls[key], s.unnamed[key] = to, true
+				if to != n {
+					changed = true
+					kept = append(kept, el)
+					renum = append(renum, jsonspan.Apply(d[:idx.End], []jsonspan.Edit{{Start: idx.Start, End: idx.End, Repl: strconv.AppendInt(nil, int64(to), 10)}})[el.Start:])
+				} else {
+					kept, renum = append(kept, el), append(renum, nil)
+				}
 				return true
 			}
 			to = -1

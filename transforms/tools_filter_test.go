@@ -325,14 +325,14 @@ func TestToolsFilterAllFiltered(t *testing.T) {
 			decisions: []Decision{{"write_file", "drop", "denied"}},
 		},
 		{
-			name: "the client's empty list",
-			p:    ProtocolResponses,
-			cfg:  `{"deny":["x"]}`,
-			body: `{"model":"m","tools":[],"tool_choice":"auto","input":"x"}`,
-			want: `{"model":"m","input":"x"}`,
-			decisions: []Decision{
-				{"tools", "drop", tfNoneLeft},
-			},
+			// The rule filtered nothing: the client's own empty list is
+			// its business, and the body passes as it came.
+			name:      "the client's empty list",
+			p:         ProtocolResponses,
+			cfg:       `{"deny":["x"]}`,
+			body:      `{"model":"m","tools":[],"tool_choice":"auto","input":"x"}`,
+			want:      `{"model":"m","tools":[],"tool_choice":"auto","input":"x"}`,
+			decisions: nil,
 		},
 	})
 }

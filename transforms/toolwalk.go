@@ -333,7 +333,7 @@ func (w *ToolWalk) definitions(start int, parent int32, root string) int {
 // listSpan returns the array of the top-level definition list a node sits
 // in ("tools", or an additional_tools item's), or NoSpan.
 func (w *ToolWalk) listSpan(root int32) jsonspan.Span {
-	if int(root) < len(w.rootSpans) {
+	if root >= 0 && int(root) < len(w.rootSpans) {
 		return w.rootSpans[root]
 	}
 	return jsonspan.NoSpan()
