@@ -3,6 +3,7 @@ package transforms
 import (
 	"bytes"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +19,8 @@ type schemaRules struct {
 	enumString    bool            // non-string enum values become strings
 	typeArrays    string          // keep, nullable or any_of
 	constEnum     bool            // const becomes a one-value enum
-	closeObjects  bool            // additionalProperties false, every property required
+	closeObjects  bool            // additionalProperties false on every object
+	requireAll    bool            // every property required, the optional ones made nullable
 	formats       map[string]bool // the string formats kept; nil keeps all
 	anyOfAlone    bool            // anyOf takes no siblings but description, title, nullable
 	rootObject    bool            // the root is an object schema
@@ -41,11 +43,14 @@ type schemaWriter struct {
 	doc      []byte
 	r        *schemaRules
 	root     jsonspan.Span
-	maxDepth int       // nested $ref inlining
-	budget   int       // output bytes left
-	node     *ToolNode // the function whose parameters these are, for messages
-	refs     []string  // the $refs being inlined, innermost last
-	depth    int       // nesting of schema objects
+	maxDepth int                              // nested $ref inlining
+	maxOut   int                              // the most bytes this schema may grow to
+	outStart int                              // where this schema's output begins in the arena
+	resolved map[string]jsonspan.Span         // pointers already resolved
+	indexed  map[int]map[string]jsonspan.Span // objects a pointer crossed, by start
+	node     *ToolNode                        // the function whose parameters these are, for messages
+	refs     []string                         // the $refs being inlined, innermost last
+	depth    int                              // nesting of schema objects
 	changed  bool
 	did      map[string]bool // what was done, for the decision, when telling
 	telling  bool
@@ -85,7 +90,10 @@ func (s *schemaWriter) loc() string {
 // buffers.
 func (s *schemaWriter) reset(doc []byte, r *schemaRules, root jsonspan.Span, node *ToolNode) {
 	s.doc, s.r, s.root, s.node = doc, r, root, node
-	s.budget = max(1<<20, 8*(root.End-root.Start))
+	s.maxOut = max(1<<20, 8*(root.End-root.Start))
+	s.outStart = -1
+	clear(s.resolved)
+	clear(s.indexed)
 	s.refs, s.stack = s.refs[:0], s.stack[:0]
 	s.depth, s.changed, s.err = 0, false, nil
 	if s.did != nil {
@@ -135,6 +143,15 @@ func find(ms []member, key string) int {
 // object).
 func (s *schemaWriter) schema(out []byte, v jsonspan.Span, nullable bool) []byte {
 	if s.err != nil {
+		return out
+	}
+	if s.outStart < 0 {
+		s.outStart = len(out)
+	}
+	if len(out)-s.outStart > s.maxOut {
+		// What was written so far counts once, however deep: only
+		// inlining can make a schema outgrow its input this much.
+		s.err = schemaError("schema_too_large", s.loc(), "the schema of %s grows too large when its references are inlined", s.loc())
 		return out
 	}
 	// A schema nothing changed keeps its bytes, whitespace and all, even
@@ -231,6 +248,51 @@ func (s *schemaWriter) rewrite(out []byte, v jsonspan.Span, nullable bool) []byt
 // pointer resolves a local reference: "#" or a JSON pointer into the root
 // schema ("#/$defs/node"). Anything else is not ours to fetch.
 func (s *schemaWriter) pointer(ref string) (jsonspan.Span, bool) {
+	if v, ok := s.resolved[ref]; ok {
+		return v, v.Start >= 0
+	}
+	v, ok := s.walkPointer(ref)
+	if !ok {
+		v = jsonspan.NoSpan()
+	}
+	if s.resolved == nil {
+		s.resolved = map[string]jsonspan.Span{}
+	}
+	// Every use of a definition resolves it once: a schema with
+	// thousands of references to a long $defs is not scanned per use.
+	s.resolved[ref] = v
+	return v, ok
+}
+
+// member finds key in the object at v. The objects references go
+// through ($defs with thousands of entries) are indexed on first use, so
+// resolving every one of their entries costs their size once.
+func (s *schemaWriter) member(v jsonspan.Span, key string) jsonspan.Span {
+	if idx, ok := s.indexed[v.Start]; ok {
+		if m, ok := idx[key]; ok {
+			return m
+		}
+		return jsonspan.NoSpan()
+	}
+	idx := map[string]jsonspan.Span{}
+	jsonspan.EachMember(s.doc, v.Start, func(m jsonspan.Member) bool {
+		if k := keyName(s.doc, m.Key); idx[k].End == 0 {
+			idx[k] = m.Value // the first of repeated keys, as everywhere
+		}
+		return true
+	})
+	if s.indexed == nil {
+		s.indexed = map[int]map[string]jsonspan.Span{}
+	}
+	s.indexed[v.Start] = idx
+	if m, ok := idx[key]; ok {
+		return m
+	}
+	return jsonspan.NoSpan()
+}
+
+// walkPointer walks a local reference from the root schema.
+func (s *schemaWriter) walkPointer(ref string) (jsonspan.Span, bool) {
 	doc := s.doc
 	v := s.root
 	if ref == "#" {
@@ -240,18 +302,16 @@ func (s *schemaWriter) pointer(ref string) (jsonspan.Span, bool) {
 		return jsonspan.NoSpan(), false
 	}
 	for _, tok := range strings.Split(ref[2:], "/") {
+		if strings.IndexByte(tok, '%') >= 0 {
+			// A pointer in a URI fragment is percent-encoded (RFC 6901 §6).
+			if dec, err := url.PathUnescape(tok); err == nil {
+				tok = dec
+			}
+		}
 		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
 		switch doc[v.Start] {
 		case '{':
-			next := jsonspan.NoSpan()
-			jsonspan.EachMember(doc, v.Start, func(m jsonspan.Member) bool {
-				if keyName(doc, m.Key) == tok {
-					next = m.Value
-					return false
-				}
-				return true
-			})
-			v = next
+			v = s.member(v, tok)
 		case '[':
 			n, err := strconv.Atoi(tok)
 			if err != nil || n < 0 {
@@ -296,9 +356,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	}
 	props := s.names[base:len(s.names):len(s.names)]
 	mid := len(s.names)
-	hasRequired := false
 	if i := find(ms, "required"); i >= 0 {
-		hasRequired = true
 		if rv := ms[i].m.Value; doc[rv.Start] == '[' {
 			jsonspan.EachElement(doc, rv.Start, func(el jsonspan.Span) bool {
 				if name, ok := docString(doc, el); ok {
@@ -309,6 +367,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		}
 	}
 	required := s.names[mid:len(s.names):len(s.names)]
+	propSet, reqSet := newNameSet(props), newNameSet(required)
 	closing := r.closeObjects && isObject
 	anyOf := r.anyOfAlone && find(ms, "anyOf") >= 0
 	// A type list written as anyOf takes no siblings either; the type
@@ -387,7 +446,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		case "properties":
 			wroteProps = true
 			ow.Key("properties")
-			ow.B = s.properties(ow.B, v, required, hasRequired, closing)
+			ow.B = s.properties(ow.B, v, reqSet, closing && r.requireAll)
 		case "patternProperties", "dependentSchemas", "$defs", "definitions":
 			ow.Key(k)
 			ow.B = s.schemaMap(ow.B, v)
@@ -424,7 +483,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 			}
 		case "required":
 			wroteRequired = true
-			ow.B = s.required(&ow, m.m, props, required, closing)
+			ow.B = s.required(&ow, m.m, props, propSet, required, closing && r.requireAll)
 		case "type":
 			if root && r.rootObject && typ == "object" && doc[v.Start] == '[' {
 				// Arguments are an object, never null.
@@ -497,7 +556,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		ow.Key("additionalProperties")
 		ow.B = append(ow.B, "false"...)
 	}
-	if closing && !wroteRequired && len(props) > 0 {
+	if closing && r.requireAll && !wroteRequired && len(props) > 0 {
 		s.note("close_objects")
 		ow.Key("required")
 		ow.B = appendNames(ow.B, props)
@@ -510,9 +569,6 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		start := len(out)
 		inner := slices.Clone(body[start:])
 		return append(append(append(body[:start], `{"anyOf":[`...), inner...), `,{"type":"null"}]}`...)
-	}
-	if s.budget -= len(ow.B) - len(out); s.budget < 0 && s.err == nil {
-		s.err = schemaError("schema_too_large", s.loc(), "the schema of %s grows too large when its references are inlined", s.loc())
 	}
 	return ow.Close()
 }
@@ -640,7 +696,7 @@ func (s *schemaWriter) typeList(v jsonspan.Span, nullable bool, ms []member) (ty
 
 // properties writes a properties object, each value a schema; with
 // closing, the ones not required become nullable.
-func (s *schemaWriter) properties(out []byte, v jsonspan.Span, required []string, hasRequired, closing bool) []byte {
+func (s *schemaWriter) properties(out []byte, v jsonspan.Span, required nameSet, closing bool) []byte {
 	doc := s.doc
 	if doc[v.Start] != '{' {
 		return append(out, doc[v.Start:v.End]...)
@@ -650,7 +706,7 @@ func (s *schemaWriter) properties(out []byte, v jsonspan.Span, required []string
 		ow.Sep()
 		ow.B = append(ow.B, doc[m.Key.Start:m.Key.End]...)
 		ow.B = append(ow.B, ':')
-		optional := closing && !slices.Contains(required, keyName(doc, m.Key))
+		optional := closing && !required.has(keyName(doc, m.Key))
 		ow.B = s.schema(ow.B, m.Value, optional)
 		return true
 	})
@@ -708,7 +764,7 @@ func (s *schemaWriter) schemaList(out []byte, v jsonspan.Span, addNull bool) []b
 // required writes the required list with only the names of existing
 // properties, each once; with closing, every property. A null or odd
 // required goes.
-func (s *schemaWriter) required(ow *jsonspan.ObjWriter, m jsonspan.Member, props, required []string, closing bool) []byte {
+func (s *schemaWriter) required(ow *jsonspan.ObjWriter, m jsonspan.Member, props []string, propSet nameSet, required []string, closing bool) []byte {
 	doc := s.doc
 	v := m.Value
 	keep := s.keep[:0]
@@ -716,13 +772,33 @@ func (s *schemaWriter) required(ow *jsonspan.ObjWriter, m jsonspan.Member, props
 	if closing {
 		keep = append(keep, props...)
 	} else {
+		var seen map[string]bool
+		if len(required) > smallNames {
+			seen = make(map[string]bool, len(required))
+		}
 		for _, name := range required {
-			if slices.Contains(props, name) && !slices.Contains(keep, name) {
+			dup := seen[name]
+			if seen == nil {
+				dup = slices.Contains(keep, name)
+			}
+			if propSet.has(name) && !dup {
+				if seen != nil {
+					seen[name] = true
+				}
 				keep = append(keep, name)
 			}
 		}
 	}
 	same := doc[v.Start] == '[' && len(keep) == len(required) && slices.Equal(keep, required)
+	if closing && !same && doc[v.Start] == '[' && len(keep) == len(required) {
+		// Every property, in another order, is every property: the list
+		// keeps its bytes.
+		reqSet := newNameSet(required)
+		same = true
+		for _, p := range keep {
+			same = same && reqSet.has(p)
+		}
+	}
 	if same {
 		ow.Raw(doc, m)
 		return ow.B
@@ -915,4 +991,34 @@ func typeListHasNull(doc []byte, ms []member) bool {
 		return false
 	}
 	return enumHasNull(doc, ms[i].m.Value)
+}
+
+// smallNames is how many names a list holds before lookups in it go
+// through a map: an MCP schema with thousands of properties must not cost
+// their square.
+const smallNames = 16
+
+// nameSet answers membership in a list of names, by scan when it is short.
+type nameSet struct {
+	names []string
+	set   map[string]struct{}
+}
+
+func newNameSet(names []string) nameSet {
+	l := nameSet{names: names}
+	if len(names) > smallNames {
+		l.set = make(map[string]struct{}, len(names))
+		for _, n := range names {
+			l.set[n] = struct{}{}
+		}
+	}
+	return l
+}
+
+func (l nameSet) has(n string) bool {
+	if l.set != nil {
+		_, ok := l.set[n]
+		return ok
+	}
+	return slices.Contains(l.names, n)
 }

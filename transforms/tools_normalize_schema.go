@@ -96,7 +96,7 @@ func keywordSet(words ...string) map[string]bool {
 var schemaDialects = map[string]schemaDialect{
 	"permissive": {},
 	"openai_strict": {
-		strict: schemaRules{closeObjects: true},
+		strict: schemaRules{closeObjects: true, requireAll: true},
 	},
 	"anthropic": {
 		strict: schemaRules{
@@ -217,6 +217,7 @@ func (t *ToolsNormalizeSchema) rulesFor(strict bool) *schemaRules {
 	}
 	r.constEnum = r.constEnum || s.constEnum
 	r.closeObjects = r.closeObjects || s.closeObjects
+	r.requireAll = r.requireAll || s.requireAll
 	if s.formats != nil {
 		r.formats = s.formats
 	}

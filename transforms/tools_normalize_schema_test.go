@@ -221,7 +221,6 @@ func TestNormalizeSchemaKeywordNamedProperties(t *testing.T) {
 		`"enum":{"type":"string","enum":["a","b"]}` +
 		`},"required":["enum","$ref","type","required","properties","default","const","format","additionalProperties"]}`
 	allRequired := `["enum","$ref","type","required","properties","default","const","format","additionalProperties"]`
-	inPropertyOrder := `["$ref","additionalProperties","format","type","required","properties","default","const","enum"]`
 
 	// permissive and kimi: only the universal fixes (properties:{} on the
 	// property called additionalProperties, y out of the nested required).
@@ -237,8 +236,8 @@ func TestNormalizeSchemaKeywordNamedProperties(t *testing.T) {
 		`"enum":{"type":"string","enum":["a","b"]}` +
 		`},"required":` + allRequired + `}`
 	// openai_strict and anthropic (strict): every object closed; every
-	// property is required already, so nothing becomes nullable. uri is
-	// one of Anthropic's formats.
+	// property is required already (in the client's order, which stays),
+	// so nothing becomes nullable. uri is one of Anthropic's formats.
 	closed := `{"type":"object","properties":{` +
 		`"$ref":{"type":"string","default":"x"},` +
 		`"additionalProperties":{"type":"object","properties":{},"additionalProperties":false},` +
@@ -249,7 +248,7 @@ func TestNormalizeSchemaKeywordNamedProperties(t *testing.T) {
 		`"default":{"type":"integer","enum":[1,2]},` +
 		`"const":{"const":"c"},` +
 		`"enum":{"type":"string","enum":["a","b"]}` +
-		`},"required":` + inPropertyOrder + `,"additionalProperties":false}`
+		`},"required":` + allRequired + `,"additionalProperties":false}`
 	// gemini: default goes (told), uri goes (told), the type list becomes
 	// nullable, const and non-string enums become string enums typed
 	// string.
