@@ -14,19 +14,23 @@ import (
 // schemaRules is what a rewrite of one function's parameters does; a
 // dialect gives one set for every tool and one more for strict tools.
 type schemaRules struct {
-	strip         map[string]bool // keywords removed at schema positions
-	inline        bool            // local $refs resolved in place
-	enumString    bool            // non-string enum values become strings
-	typeArrays    string          // keep, nullable or any_of
-	constEnum     bool            // const becomes a one-value enum
-	closeObjects  bool            // additionalProperties false on every object
-	requireAll    bool            // every property required, the optional ones made nullable
-	formats       map[string]bool // the string formats kept; nil keeps all
-	anyOfAlone    bool            // anyOf takes no siblings but description, title, nullable
-	rootObject    bool            // the root is an object schema
-	describe      bool            // constraints taken out are told in the description
-	minItemsMax   int             // minItems above it is taken out; 0 keeps all
-	noBoolSchemas bool            // true and false as schemas become {}
+	strip        map[string]bool // keywords removed at schema positions
+	inline       bool            // local $refs resolved in place
+	enumString   bool            // non-string enum values become strings
+	typeArrays   string          // keep, nullable or any_of
+	constEnum    bool            // const becomes a one-value enum
+	closeObjects bool            // additionalProperties false on every object
+	requireAll   bool            // every property required, the optional ones made nullable
+	formats      map[string]bool // the string formats kept; nil keeps all
+	// formatsAnyType: formats holds every format the dialect takes, on
+	// any type.
+	formatsAnyType bool
+	anyOfAlone     bool // anyOf takes no siblings but description, title, nullable
+	rootObject     bool // the root is an object schema
+	describe       bool // constraints taken out are told in the description
+	minItemsMax    int  // minItems above it is taken out; 0 keeps all
+	noBoolSchemas  bool // true and false as schemas become {}
+	localRefsOnly  bool // a reference outside the document is a 400
 }
 
 // constraintKeywords are the keywords whose loss changes what a value may
@@ -52,6 +56,7 @@ type schemaWriter struct {
 	refs     []string                         // the $refs being inlined, innermost last
 	depth    int                              // nesting of schema objects
 	changed  bool
+	openMap  bool            // a closed object was a map
 	did      map[string]bool // what was done, for the decision, when telling
 	telling  bool
 	// stack holds the members of the schema objects being written, the
@@ -95,7 +100,7 @@ func (s *schemaWriter) reset(doc []byte, r *schemaRules, root jsonspan.Span, nod
 	clear(s.resolved)
 	clear(s.indexed)
 	s.refs, s.stack = s.refs[:0], s.stack[:0]
-	s.depth, s.changed, s.err = 0, false, nil
+	s.depth, s.changed, s.err, s.openMap = 0, false, nil, false
 	if s.did != nil {
 		clear(s.did)
 	}
@@ -197,6 +202,13 @@ func (s *schemaWriter) rewrite(out []byte, v jsonspan.Span, nullable bool) []byt
 	ms := s.members(v)
 	pushed := 0
 	defer func() { s.refs = s.refs[:len(s.refs)-pushed] }()
+	if i := find(ms, "$ref"); i >= 0 && !s.r.inline && s.r.localRefsOnly {
+		if ref, _ := jsonspan.StringValue(doc, ms[i].m.Value); ref != "#" && !strings.HasPrefix(ref, "#/") {
+			s.err = schemaError("schema_ref_unresolved", s.loc(),
+				"the schema of %s refers to %q, which is not in the same document; the upstream takes only local references", s.loc(), ref)
+			return out
+		}
+	}
 	for s.r.inline {
 		i := find(ms, "$ref")
 		if i < 0 {
@@ -342,7 +354,8 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	doc, r := s.doc, s.r
 	root := s.depth == 1
 	typ := s.typeOf(ms)
-	isObject := typ == "object" || (find(ms, "type") < 0 && find(ms, "properties") >= 0)
+	untyped := find(ms, "type") < 0 || isString(doc, ms[find(ms, "type")].m.Value, "")
+	isObject := typ == "object" || (untyped && find(ms, "properties") >= 0) || s.listHas(ms, "object")
 	// Properties first: required is filtered against them, wherever it
 	// stands.
 	// Both name lists live on the writer's name stack, like the members.
@@ -381,9 +394,10 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		k := m.key
 		switch {
 		case r.strip[k]:
-		case k == "format" && r.formats != nil && (typ == "string" || typ == "") && !r.formats[stringOf(doc, m.m.Value)]:
-			// A format only means something on strings; an untyped one
-			// is judged as if it were on one.
+		case k == "format" && r.formats != nil && (r.formatsAnyType || typ == "string" || typ == "") && !r.formats[stringOf(doc, m.m.Value)]:
+			// The dialect's string formats are all it takes on strings
+			// (and on untyped schemas, judged as strings); some take no
+			// other format on any type (Anthropic: not int64 either).
 		case k == "minItems" && r.minItemsMax > 0 && !smallInt(doc, m.m.Value, r.minItemsMax):
 		case anyOf && k != "anyOf" && k != "description" && k != "title" && k != "nullable" && !(typeAnyOf && k == "type"):
 		case (k == "$defs" || k == "definitions") && r.inline:
@@ -393,7 +407,9 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		default:
 			return false
 		}
-		if r.describe && constraintKeywords[k] {
+		if r.describe && (constraintKeywords[k] || (k == "additionalProperties" && doc[m.m.Value.Start] == '{')) {
+			// (A map's value schema is worth telling; a closed object's
+			// false is not.)
 			told = append(told, k+": "+string(doc[m.m.Value.Start:m.m.Value.End]))
 		}
 		if s.telling {
@@ -405,6 +421,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	}
 	ow := jsonspan.NewObj(out)
 	wroteDesc, wroteProps, wroteAdditional, wroteRequired := false, false, false, false
+	mergedAnyOf := false // the type list's union and the schema's anyOf went into one allOf
 	nullDone := !nullable
 	writeDesc := func(v jsonspan.Span) {
 		wroteDesc = true
@@ -463,6 +480,9 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 			ow.Key(k)
 			ow.B = s.schemaList(ow.B, v, false)
 		case "anyOf":
+			if mergedAnyOf || (find(ms, "type") >= 0 && !r.anyOfAlone && s.typeUnion(ms[find(ms, "type")].m.Value, nullable, ms)) {
+				continue // written with the type list, in one allOf
+			}
 			ow.Key(k)
 			ow.B = s.schemaList(ow.B, v, nullable)
 			nullDone = true
@@ -472,6 +492,11 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 			case closing:
 				if string(doc[v.Start:v.End]) != "false" {
 					s.note("close_objects")
+				}
+				if doc[v.Start] == '{' || doc[v.Start] == 't' {
+					// A map (keys the schema cannot list): closing it
+					// would leave it nothing but {}.
+					s.openMap = true
 				}
 				ow.Key(k)
 				ow.B = append(ow.B, "false"...)
@@ -485,6 +510,11 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 			wroteRequired = true
 			ow.B = s.required(&ow, m.m, props, propSet, required, closing && r.requireAll)
 		case "type":
+			if isString(doc, v, "") {
+				// An empty type names none: the schema is untyped.
+				s.note("type")
+				continue
+			}
 			if root && r.rootObject && typ == "object" && doc[v.Start] == '[' {
 				// Arguments are an object, never null.
 				s.note("root_object")
@@ -492,10 +522,31 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 				ow.B = append(ow.B, `"object"`...)
 				continue
 			}
+			if ai := find(ms, "anyOf"); ai >= 0 && !r.anyOfAlone && s.typeUnion(v, nullable, ms) {
+				// Two unions, the type list's and the schema's own, must
+				// both hold: one allOf of the two, not two anyOf keys.
+				ow.Key("allOf")
+				ow.B = append(ow.B, '[')
+				sub := jsonspan.NewObj(ow.B)
+				sub.B, _ = s.typeMember(&sub, v, nullable, ms)
+				ow.B = append(sub.Close(), ',')
+				own := jsonspan.NewObj(ow.B)
+				own.Key("anyOf")
+				own.B = s.schemaList(own.B, ms[ai].m.Value, false)
+				ow.B = append(own.Close(), ']')
+				nullDone, mergedAnyOf = true, true
+				continue
+			}
 			var done bool
 			ow.B, done = s.typeMember(&ow, v, nullable, ms)
 			nullDone = nullDone || done
 		case "enum":
+			if r.constEnum && find(ms, "const") >= 0 {
+				// The const is the one value left of the enum, and becomes
+				// it.
+				s.note("const_to_enum")
+				continue
+			}
 			ow.Key(k)
 			var done bool
 			ow.B, done = s.enum(ow.B, v, nullable)
@@ -507,6 +558,15 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 				ow.B = append(ow.B, "true"...)
 			}
 		case "const":
+			if r.constEnum && jsonspan.IsNull(doc, v) {
+				// null is no string: the schema allows null instead.
+				s.note("const_to_enum")
+				if r.typeArrays == "nullable" && find(ms, "nullable") < 0 {
+					ow.Key("nullable")
+					ow.B = append(ow.B, "true"...)
+				}
+				continue
+			}
 			if r.constEnum {
 				s.note("const_to_enum")
 				ow.Key("enum")
@@ -530,7 +590,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	if len(told) > 0 && !wroteDesc {
 		writeDesc(jsonspan.NoSpan())
 	}
-	if root && r.rootObject && find(ms, "type") < 0 && !anyOf {
+	if root && r.rootObject && untyped && !anyOf {
 		s.note("root_object")
 		ow.Key("type")
 		ow.B = append(ow.B, `"object"`...)
@@ -901,7 +961,7 @@ func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nulla
 		}
 		return append(ow.B, ']'), hasNull
 	}
-	if hasNull && s.r.typeArrays == "nullable" {
+	if hasNull && s.r.typeArrays == "nullable" && find(ms, "nullable") < 0 {
 		ow.Key("nullable")
 		ow.B = append(ow.B, "true"...)
 	}
@@ -983,6 +1043,20 @@ func enumHasNull(doc []byte, v jsonspan.Span) bool {
 	return found
 }
 
+// listHas reports whether the schema's type is a list naming t.
+func (s *schemaWriter) listHas(ms []member, t string) bool {
+	i := find(ms, "type")
+	if i < 0 || s.doc[ms[i].m.Value.Start] != '[' {
+		return false
+	}
+	found := false
+	jsonspan.EachElement(s.doc, ms[i].m.Value.Start, func(el jsonspan.Span) bool {
+		found = found || isString(s.doc, el, t)
+		return !found
+	})
+	return found
+}
+
 // typeListHasNull reports whether the schema's type is a list with null,
 // which becomes nullable:true on its own.
 func typeListHasNull(doc []byte, ms []member) bool {
@@ -990,7 +1064,12 @@ func typeListHasNull(doc []byte, ms []member) bool {
 	if i < 0 || doc[ms[i].m.Value.Start] != '[' {
 		return false
 	}
-	return enumHasNull(doc, ms[i].m.Value)
+	found := false
+	jsonspan.EachElement(doc, ms[i].m.Value.Start, func(el jsonspan.Span) bool {
+		found = found || isString(doc, el, "null")
+		return !found
+	})
+	return found
 }
 
 // smallNames is how many names a list holds before lookups in it go

@@ -100,11 +100,12 @@ var schemaDialects = map[string]schemaDialect{
 	},
 	"anthropic": {
 		strict: schemaRules{
-			closeObjects: true,
-			strip:        keywordSet("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "multipleOf"),
-			formats:      keywordSet("date-time", "date", "time", "email", "uri", "uuid", "ipv4", "ipv6"),
-			minItemsMax:  1,
-			inline:       true,
+			closeObjects:   true,
+			strip:          keywordSet("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "multipleOf"),
+			formats:        keywordSet("date-time", "date", "time", "email", "uri", "uuid", "ipv4", "ipv6"),
+			formatsAnyType: true,
+			minItemsMax:    1,
+			inline:         true,
 		},
 	},
 	"gemini": {
@@ -121,10 +122,12 @@ var schemaDialects = map[string]schemaDialect{
 		dropStrict: true,
 	},
 	"kimi": {
+		// Local references are Kimi's to resolve (its validator walle
+		// takes them); only network ones are refused.
 		all: schemaRules{
-			strip:      keywordSet("$schema", "$id"),
-			inline:     true,
-			rootObject: true,
+			strip:         keywordSet("$schema", "$id"),
+			rootObject:    true,
+			localRefsOnly: true,
 		},
 		strictDefault: true,
 	},
@@ -226,6 +229,7 @@ func (t *ToolsNormalizeSchema) rulesFor(strict bool) *schemaRules {
 	if s.minItemsMax > 0 {
 		r.minItemsMax = s.minItemsMax
 	}
+	r.formatsAnyType = r.formatsAnyType || s.formatsAnyType
 	return &r
 }
 
@@ -279,6 +283,16 @@ func (t *ToolsNormalizeSchema) RewriteRequest(x *Exchange, body []byte) ([]byte,
 			s := &sw
 			start := len(arena)
 			arena = s.schema(arena, p, false)
+			if s.openMap && s.err == nil && strict && f[1].Start >= 0 {
+				// Strict mode closes every object, and a map closed is a
+				// map of nothing: the function goes without strict.
+				arena = arena[:start]
+				w.Edit(f[1].Start, f[1].End, []byte("false"), true)
+				x.Decide(ToolID{Namespace: n.Namespace, Name: n.Name}.display(), "strict_off",
+					t.Dialect+": strict mode cannot keep a map (additionalProperties as a schema)")
+				sw.reset(doc, &t.all, p, n)
+				arena = s.schema(arena, p, false)
+			}
 			out := arena[start:len(arena):len(arena)]
 			if s.err != nil {
 				s.err.Message = fmt.Sprintf("tool %q: %s", ToolID{Namespace: n.Namespace, Name: n.Name}.display(), s.err.Message)
@@ -317,10 +331,22 @@ func objectRoot(doc []byte, p jsonspan.Span) bool {
 	case f[1].Start >= 0:
 		return true
 	case f[2].Start >= 0:
-		ref, _ := jsonspan.StringValue(doc, f[2])
+		// References resolve from the document's root, however many are
+		// followed; a chain longer than any schema has is a loop.
 		s := &schemaWriter{doc: doc, root: p}
-		if v, ok := s.pointer(ref); ok && v.Start != p.Start {
-			return objectRoot(doc, v)
+		for hops := 0; hops < 64 && f[2].Start >= 0; hops++ {
+			ref, _ := jsonspan.StringValue(doc, f[2])
+			v, ok := s.pointer(ref)
+			if !ok || v.Start == p.Start || doc[v.Start] != '{' {
+				return false
+			}
+			jsonspan.ObjectFields(doc, v.Start, []string{"type", "properties", "$ref"}, f[:])
+			switch {
+			case f[0].Start >= 0:
+				return jsonspan.IsString(doc, f[0], "object")
+			case f[1].Start >= 0:
+				return true
+			}
 		}
 	}
 	return false

