@@ -2,6 +2,7 @@ package transforms
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -54,4 +55,46 @@ func TestNormalizeSchemaEnumNullAndUntypedFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	jsonEqual(t, out, `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","strict":true,"parameters":{"type":"object","properties":{"h":{"description":"(format: \"hostname\")"}},"required":["h"],"additionalProperties":false}}]}`)
+}
+
+// TestToolsFilterLegacyFunctionCallResponse: an answer in the legacy
+// function_call form (to a request with functions) is judged like
+// tool_calls, in JSON and in streams; a removed one leaves an answer that
+// finished with stop.
+func TestToolsFilterLegacyFunctionCallResponse(t *testing.T) {
+	req := `{"model":"m","messages":[{"role":"user","content":"hi"}],"functions":[{"name":"read_file","parameters":{}}]}`
+	cfg := `{"drop_undeclared_calls":true}`
+	json := func(name string) string {
+		return `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"function_call":{"name":"` + name + `","arguments":"{}"}},"finish_reason":"function_call"}]}`
+	}
+	x, _ := tfExchange(t, ProtocolChat, cfg, req)
+	out, err := x.RewriteResponse([]byte(json("wipe_disk")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, out, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null},"finish_reason":"stop"}]}`)
+	tfCounts(t, x, 1, 0, 1)
+
+	x, _ = tfExchange(t, ProtocolChat, cfg, req)
+	if out, err = x.RewriteResponse([]byte(json("read_file"))); err != nil || string(out) != json("read_file") {
+		t.Fatalf("a declared legacy call changed: %s %v", out, err)
+	}
+	tfCounts(t, x, 0, 0, 0)
+
+	up := chatSSE(
+		tfChunk(`{"role":"assistant","content":null,"function_call":{"name":"wipe_disk","arguments":""}}`, `null`),
+		tfChunk(`{"function_call":{"arguments":"{}"}}`, `null`),
+		tfChunk(`{}`, `"function_call"`),
+	)
+	x, _ = tfExchange(t, ProtocolChat, cfg, strings.Replace(req, `"messages"`, `"stream":true,"messages"`, 1))
+	got := replay(t, x, up, 4096)
+	want := chatSSE(
+		tfChunk(`{"role":"assistant","content":null}`, `null`),
+		tfChunk(`{}`, `null`),
+		tfChunk(`{}`, `"stop"`),
+	)
+	if got != want {
+		t.Fatalf("stream:\n got %s\nwant %s", got, want)
+	}
+	tfCounts(t, x, 1, 0, 1)
 }

@@ -136,32 +136,48 @@ func (t *ToolsFilter) RewriteResponse(x *Exchange, body []byte) ([]byte, error) 
 			if f[0].Start < 0 || body[f[0].Start] != '{' {
 				return true
 			}
-			calls := jsonspan.Lookup(body, f[0].Start, "tool_calls")
-			if calls.Start < 0 || body[calls.Start] != '[' {
-				return true
-			}
+			var g [2]jsonspan.Span
+			jsonspan.ObjectFields(body, f[0].Start, []string{"tool_calls", "function_call"}, g[:])
+			calls, legacy := g[0], g[1]
 			var kept []jsonspan.Span
+			var gone []jsonspan.Span // members of the message that go
 			dropped := 0
-			jsonspan.EachElement(body, calls.Start, func(el jsonspan.Span) bool {
-				if id, ok := chatCallID(body, el); ok {
-					if r := rec.judgeCall(id); r != "" && t.unexpected(x, id, r) {
-						dropped++
-						return true
+			if calls.Start >= 0 && body[calls.Start] == '[' {
+				jsonspan.EachElement(body, calls.Start, func(el jsonspan.Span) bool {
+					if id, ok := chatCallID(body, el); ok {
+						if r := rec.judgeCall(id); r != "" && t.unexpected(x, id, r) {
+							dropped++
+							return true
+						}
 					}
+					kept = append(kept, el)
+					return true
+				})
+				switch {
+				case dropped == 0:
+				case len(kept) > 0:
+					edits = append(edits, jsonspan.Edit{Start: calls.Start, End: calls.End, Repl: joinSpans(body, kept)})
+				default:
+					gone = append(gone, calls)
 				}
-				kept = append(kept, el)
-				return true
-			})
-			if dropped == 0 {
+			}
+			if legacy.Start >= 0 && body[legacy.Start] == '{' {
+				// The legacy single call (a request with functions).
+				name, _ := jsonspan.StringValue(body, jsonspan.Lookup(body, legacy.Start, "name"))
+				id := ToolID{Type: "function", Name: name}
+				if r := rec.judgeCall(id); r != "" && t.unexpected(x, id, r) {
+					gone = append(gone, legacy)
+				}
+			}
+			if len(gone) == 0 {
 				return true
 			}
-			if len(kept) > 0 {
-				edits = append(edits, jsonspan.Edit{Start: calls.Start, End: calls.End, Repl: joinSpans(body, kept)})
-				return true
+			if legacy.Start >= 0 && calls.Start >= 0 && legacy.Start < calls.Start {
+				gone[0], gone[len(gone)-1] = gone[len(gone)-1], gone[0]
 			}
+			edits = append(edits, jsonspan.RemoveMembers(body, gone)...)
 			// No call left: the message is an answer, and says so.
-			edits = append(edits, jsonspan.RemoveMember(body, calls))
-			if jsonspan.IsString(body, f[1], "tool_calls") {
+			if (len(kept) == 0 || calls.Start < 0) && (jsonspan.IsString(body, f[1], "tool_calls") || jsonspan.IsString(body, f[1], "function_call")) {
 				edits = append(edits, jsonspan.Edit{Start: f[1].Start, End: f[1].End, Repl: []byte(`"stop"`)})
 			}
 			return true
@@ -376,13 +392,16 @@ type filterChatStream struct {
 	next    map[int]int
 	removed map[int]int
 	unnamed map[[2]int]bool // calls passed before a fragment named them
-	buf     []byte
-	ev      Event
+	// legacyGone marks choices whose legacy function_call is removed;
+	// legacySeen those whose call was judged.
+	legacyGone, legacySeen map[int]bool
+	buf                    []byte
+	ev                     Event
 }
 
 func (s *filterChatStream) Event(ev *Event, emit Emit) error {
 	d := ev.Data
-	if !bytes.Contains(d, []byte(`"tool_calls"`)) && !bytes.Contains(d, []byte(`\u`)) {
+	if !bytes.Contains(d, []byte(`"tool_calls"`)) && !bytes.Contains(d, []byte(`"function_call"`)) && !bytes.Contains(d, []byte(`\u`)) {
 		// (An escape could spell the key: such chunks take the walk.)
 		return emit(ev)
 	}
@@ -403,12 +422,29 @@ func (s *filterChatStream) Event(ev *Event, emit Emit) error {
 		jsonspan.ObjectFields(d, ch.Start, []string{"index", "delta", "finish_reason"}, f[:])
 		choice, _ := strconv.Atoi(string(d[max(f[0].Start, 0):max(f[0].End, 0)]))
 		if f[1].Start >= 0 && d[f[1].Start] == '{' {
-			if calls := jsonspan.Lookup(d, f[1].Start, "tool_calls"); calls.Start >= 0 && d[calls.Start] == '[' {
-				edits = s.entries(edits, d, choice, calls)
+			var g [2]jsonspan.Span
+			jsonspan.ObjectFields(d, f[1].Start, []string{"tool_calls", "function_call"}, g[:])
+			var gone []jsonspan.Span // members of the delta that go
+			if calls := g[0]; calls.Start >= 0 && d[calls.Start] == '[' {
+				var all bool
+				if edits, all = s.entries(edits, d, choice, calls); all {
+					gone = append(gone, calls)
+				}
 			}
+			if fc := g[1]; fc.Start >= 0 && d[fc.Start] == '{' && s.legacy(choice, d, fc) {
+				// The legacy single call is removed, fragment by fragment.
+				gone = append(gone, fc)
+			}
+			if len(gone) == 2 && gone[1].Start < gone[0].Start {
+				gone[0], gone[1] = gone[1], gone[0]
+			}
+			edits = append(edits, jsonspan.RemoveMembers(d, gone)...)
 		}
 		if jsonspan.IsString(d, f[2], "tool_calls") && s.removed[choice] > 0 && s.next[choice] == 0 {
 			// Every call of the choice was removed: it ends as an answer.
+			edits = append(edits, jsonspan.Edit{Start: f[2].Start, End: f[2].End, Repl: []byte(`"stop"`)})
+		}
+		if jsonspan.IsString(d, f[2], "function_call") && s.legacyGone[choice] {
 			edits = append(edits, jsonspan.Edit{Start: f[2].Start, End: f[2].End, Repl: []byte(`"stop"`)})
 		}
 		return true
@@ -421,9 +457,31 @@ func (s *filterChatStream) Event(ev *Event, emit Emit) error {
 	return emit(&s.ev)
 }
 
+// legacy judges a choice's legacy function_call on the fragment that
+// names it and reports whether its fragments go.
+func (s *filterChatStream) legacy(choice int, d []byte, fc jsonspan.Span) bool {
+	if s.legacySeen[choice] {
+		return s.legacyGone[choice]
+	}
+	name := jsonspan.Lookup(d, fc.Start, "name")
+	if name.Start < 0 {
+		return false // nothing to judge yet
+	}
+	if s.legacySeen == nil {
+		s.legacySeen, s.legacyGone = map[int]bool{}, map[int]bool{}
+	}
+	s.legacySeen[choice] = true
+	n, _ := jsonspan.StringValue(d, name)
+	id := ToolID{Type: "function", Name: n}
+	if r := s.rec.judgeCall(id); r != "" && s.t.unexpected(s.x, id, r) {
+		s.legacyGone[choice] = true
+	}
+	return s.legacyGone[choice]
+}
+
 // entries judges and renumbers one chunk's tool_calls fragments of a
 // choice, returning the edits.
-func (s *filterChatStream) entries(edits []jsonspan.Edit, d []byte, choice int, calls jsonspan.Span) []jsonspan.Edit {
+func (s *filterChatStream) entries(edits []jsonspan.Edit, d []byte, choice int, calls jsonspan.Span) ([]jsonspan.Edit, bool) {
 	var kept []jsonspan.Span
 	var renum [][]byte
 	changed := false
@@ -501,12 +559,13 @@ func (s *filterChatStream) entries(edits []jsonspan.Edit, d []byte, choice int, 
 		return true
 	})
 	if !changed {
-		return edits
+		return edits, false
 	}
 	if len(kept) == 0 {
 		// Nothing of the chunk's calls is left: the delta goes without
-		// tool_calls rather than with an empty list.
-		return append(edits, jsonspan.RemoveMember(d, calls))
+		// tool_calls rather than with an empty list (the caller removes
+		// it, with any other member that goes).
+		return edits, true
 	}
 	out := []byte{'['}
 	for i, el := range kept {
@@ -523,7 +582,7 @@ func (s *filterChatStream) entries(edits []jsonspan.Edit, d []byte, choice int, 
 		out = append(out, d[el.Start:el.End]...)
 	}
 	out = append(out, ']')
-	return append(edits, jsonspan.Edit{Start: calls.Start, End: calls.End, Repl: out})
+	return append(edits, jsonspan.Edit{Start: calls.Start, End: calls.End, Repl: out}), false
 }
 
 func (s *filterChatStream) End(Emit) error { return nil }
