@@ -379,6 +379,24 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 			})
 		}
 	}
+	// Draft-03 marks a property required on the property itself
+	// ("required": true); every upstream reads the parent's list, so the
+	// mark moves there (the child's boolean goes as an odd required).
+	hoisted := 0
+	if i := find(ms, "properties"); i >= 0 && doc[ms[i].m.Value.Start] == '{' && bytes.Contains(doc[ms[i].m.Value.Start:ms[i].m.Value.End], []byte(`"required"`)) {
+		jsonspan.EachMember(doc, ms[i].m.Value.Start, func(m jsonspan.Member) bool {
+			if doc[m.Value.Start] == '{' {
+				if rv := jsonspan.Lookup(doc, m.Value.Start, "required"); rv.Start >= 0 && string(doc[rv.Start:rv.End]) == "true" {
+					name := keyName(doc, m.Key)
+					if !slices.Contains(s.names[mid:], name) {
+						s.names = append(s.names, name)
+						hoisted++
+					}
+				}
+			}
+			return true
+		})
+	}
 	required := s.names[mid:len(s.names):len(s.names)]
 	propSet, reqSet := newNameSet(props), newNameSet(required)
 	closing := r.closeObjects && isObject
@@ -508,7 +526,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 			}
 		case "required":
 			wroteRequired = true
-			ow.B = s.required(&ow, m.m, props, propSet, required, closing && r.requireAll)
+			ow.B = s.required(&ow, m.m, props, propSet, required, closing && r.requireAll, hoisted > 0)
 		case "type":
 			if isString(doc, v, "") {
 				// An empty type names none: the schema is untyped.
@@ -616,10 +634,15 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		ow.Key("additionalProperties")
 		ow.B = append(ow.B, "false"...)
 	}
-	if closing && r.requireAll && !wroteRequired && len(props) > 0 {
+	switch {
+	case closing && r.requireAll && !wroteRequired && len(props) > 0:
 		s.note("close_objects")
 		ow.Key("required")
 		ow.B = appendNames(ow.B, props)
+	case hoisted > 0 && !wroteRequired:
+		s.note("required")
+		ow.Key("required")
+		ow.B = appendNames(ow.B, required)
 	}
 	if !nullDone {
 		// No type, enum or anyOf took the null in: allow it beside the
@@ -824,7 +847,7 @@ func (s *schemaWriter) schemaList(out []byte, v jsonspan.Span, addNull bool) []b
 // required writes the required list with only the names of existing
 // properties, each once; with closing, every property. A null or odd
 // required goes.
-func (s *schemaWriter) required(ow *jsonspan.ObjWriter, m jsonspan.Member, props []string, propSet nameSet, required []string, closing bool) []byte {
+func (s *schemaWriter) required(ow *jsonspan.ObjWriter, m jsonspan.Member, props []string, propSet nameSet, required []string, closing, hoisted bool) []byte {
 	doc := s.doc
 	v := m.Value
 	keep := s.keep[:0]
@@ -849,7 +872,7 @@ func (s *schemaWriter) required(ow *jsonspan.ObjWriter, m jsonspan.Member, props
 			}
 		}
 	}
-	same := doc[v.Start] == '[' && len(keep) == len(required) && slices.Equal(keep, required)
+	same := !hoisted && doc[v.Start] == '[' && len(keep) == len(required) && slices.Equal(keep, required)
 	if closing && !same && doc[v.Start] == '[' && len(keep) == len(required) {
 		// Every property, in another order, is every property: the list
 		// keeps its bytes.

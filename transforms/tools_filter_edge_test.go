@@ -98,3 +98,23 @@ func TestToolsFilterLegacyFunctionCallResponse(t *testing.T) {
 	}
 	tfCounts(t, x, 1, 0, 1)
 }
+
+// TestNormalizeSchemaHoistsDraft3Required: "required": true on a property
+// (draft-03) moves to its parent's list, which every upstream reads.
+func TestNormalizeSchemaHoistsDraft3Required(t *testing.T) {
+	c := chainOf(t, `[{"transform":"tools_normalize_schema","config":{}}]`)
+	for _, tc := range []struct{ in, want string }{
+		{`{"type":"object","properties":{"a":{"type":"string","required":true},"b":{"type":"string"}}}`,
+			`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},"required":["a"]}`},
+		{`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string","required":true}},"required":["a"]}`,
+			`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},"required":["a","b"]}`},
+	} {
+		body := []byte(`{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":` + tc.in + `}]}`)
+		x := begin(t, c, ProtocolResponses, body)
+		out, err := x.RewriteRequest(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jsonEqual(t, out, `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":`+tc.want+`}]}`)
+	}
+}
