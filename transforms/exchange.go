@@ -50,6 +50,7 @@ type Exchange struct {
 	// tools the client never declared, and to tools a rule filtered out of
 	// the request; DroppedCalls counts those of them a rule removed.
 	UndeclaredCalls, FilteredCalls, DroppedCalls int
+	unexpected                                   map[string]string // call id -> the reason it is counted under
 
 	// Replacer resolves Caddy placeholders for rules with conditions on
 	// the request; the handler sets the request's own. Nil resolves only

@@ -118,3 +118,31 @@ func TestNormalizeSchemaHoistsDraft3Required(t *testing.T) {
 		jsonEqual(t, out, `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":`+tc.want+`}]}`)
 	}
 }
+
+// TestToolsFilterTwoRulesCountACallOnce: with two filter rules, the one
+// nearer the upstream never saw the tool the other filtered and calls it
+// undeclared; the nearer-the-client rule's reason replaces that count, so
+// the call is counted once, as filtered.
+func TestToolsFilterTwoRulesCountACallOnce(t *testing.T) {
+	rules := `[{"transform":"tools_filter","config":{"deny":["write_file"]}},{"transform":"tools_filter","config":{"deny":["web_search"]}}]`
+	c := chainOf(t, rules)
+	req := tfResp(``, tfRead, tfWrite, tfWeb)
+	x := begin(t, c, ProtocolResponses, []byte(req))
+	if _, err := x.RewriteRequest([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.RewriteResponse([]byte(tfResponse(tfWriteItem))); err != nil {
+		t.Fatal(err)
+	}
+	tfCounts(t, x, 0, 1, 0)
+
+	chatReq := tfChat(``, `{"type":"function","function":{"name":"read_file"}}`, `{"type":"function","function":{"name":"write_file"}}`)
+	x = begin(t, c, ProtocolChat, []byte(chatReq))
+	if _, err := x.RewriteRequest([]byte(chatReq)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.RewriteResponse([]byte(tfCompletion("tool_calls", tfWriteCall))); err != nil {
+		t.Fatal(err)
+	}
+	tfCounts(t, x, 0, 1, 0)
+}

@@ -47,13 +47,29 @@ func (rec *filterRecord) judgeCall(id ToolID) string {
 
 // unexpected counts and logs one call the upstream should not have made,
 // and reports whether to remove it.
-func (t *ToolsFilter) unexpected(x *Exchange, id ToolID, reason string) bool {
-	t.count(x, id, reason, t.DropUndeclaredCalls)
+func (t *ToolsFilter) unexpected(x *Exchange, key string, id ToolID, reason string) bool {
+	t.count(x, key, id, reason, t.DropUndeclaredCalls)
 	return t.DropUndeclaredCalls
 }
 
-// count records one unexpected call, removed or not.
-func (t *ToolsFilter) count(x *Exchange, id ToolID, reason string, dropped bool) {
+// count records one unexpected call, removed or not. key is the call's
+// id: when a rule nearer the upstream counted the same call already (as
+// undeclared: it never saw the tool this rule filtered), this rule's
+// reason replaces that count rather than adding a second.
+func (t *ToolsFilter) count(x *Exchange, key string, id ToolID, reason string, dropped bool) {
+	if key != "" {
+		if x.unexpected == nil {
+			x.unexpected = map[string]string{}
+		}
+		if prev, ok := x.unexpected[key]; ok {
+			if prev == "undeclared" {
+				x.UndeclaredCalls--
+			} else {
+				x.FilteredCalls--
+			}
+		}
+		x.unexpected[key] = reason
+	}
 	if reason == "undeclared" {
 		x.UndeclaredCalls++
 	} else {
@@ -69,6 +85,14 @@ func (t *ToolsFilter) count(x *Exchange, id ToolID, reason string, dropped bool)
 		x.Logger.Warn("llm_transform: upstream called a tool the request did not offer",
 			zap.String("tool", id.display()), zap.String("reason", reason), zap.Bool("dropped", dropped))
 	}
+}
+
+// callKeyOf is the key a call is counted under once per exchange.
+func callKeyOf(callID, itemID string) string {
+	if callID != "" {
+		return callID
+	}
+	return itemID
 }
 
 // responsesCallID reads the identity of a Responses output item that is a
@@ -127,7 +151,9 @@ func (t *ToolsFilter) RewriteResponse(x *Exchange, body []byte) ([]byte, error) 
 		if choices.Start < 0 || body[choices.Start] != '[' {
 			return body, nil
 		}
+		choiceAt := -1
 		jsonspan.EachElement(body, choices.Start, func(ch jsonspan.Span) bool {
+			choiceAt++
 			if body[ch.Start] != '{' {
 				return true
 			}
@@ -145,7 +171,11 @@ func (t *ToolsFilter) RewriteResponse(x *Exchange, body []byte) ([]byte, error) 
 			if calls.Start >= 0 && body[calls.Start] == '[' {
 				jsonspan.EachElement(body, calls.Start, func(el jsonspan.Span) bool {
 					if id, ok := chatCallID(body, el); ok {
-						if r := rec.judgeCall(id); r != "" && t.unexpected(x, id, r) {
+						key, _ := jsonspan.StringValue(body, jsonspan.Lookup(body, el.Start, "id"))
+						if key != "" {
+							key = strconv.Itoa(choiceAt) + ":" + key // one id may stand in several choices
+						}
+						if r := rec.judgeCall(id); r != "" && t.unexpected(x, key, id, r) {
 							dropped++
 							return true
 						}
@@ -165,7 +195,7 @@ func (t *ToolsFilter) RewriteResponse(x *Exchange, body []byte) ([]byte, error) 
 				// The legacy single call (a request with functions).
 				name, _ := jsonspan.StringValue(body, jsonspan.Lookup(body, legacy.Start, "name"))
 				id := ToolID{Type: "function", Name: name}
-				if r := rec.judgeCall(id); r != "" && t.unexpected(x, id, r) {
+				if r := rec.judgeCall(id); r != "" && t.unexpected(x, "", id, r) {
 					gone = append(gone, legacy)
 				}
 			}
@@ -204,7 +234,7 @@ func (t *ToolsFilter) filterOutput(x *Exchange, rec *filterRecord, doc []byte, o
 			}
 			if !seen {
 				if r := rec.judgeCall(id); r != "" {
-					drop = t.unexpected(x, id, r)
+					drop = t.unexpected(x, callKeyOf(callID, itemID), id, r)
 				}
 			}
 			if drop {
@@ -302,7 +332,7 @@ func (s *filterResponsesStream) Event(ev *Event, emit Emit) error {
 		if id, itemID, callID, ok := responsesCallID(d, item); ok {
 			drop := false
 			if r := s.rec.judgeCall(id); r != "" {
-				drop = s.t.unexpected(s.x, id, r)
+				drop = s.t.unexpected(s.x, callKeyOf(callID, itemID), id, r)
 			}
 			for _, k := range []string{itemID, callID} {
 				if k != "" {
@@ -391,7 +421,8 @@ type filterChatStream struct {
 	// choice kept, removed those it lost.
 	next    map[int]int
 	removed map[int]int
-	unnamed map[[2]int]bool // calls passed before a fragment named them
+	unnamed map[[2]int]bool   // calls passed before a fragment named them
+	ids     map[[2]int]string // their call ids
 	// legacyGone marks choices whose legacy function_call is removed;
 	// legacySeen those whose call was judged.
 	legacyGone, legacySeen map[int]bool
@@ -473,7 +504,7 @@ func (s *filterChatStream) legacy(choice int, d []byte, fc jsonspan.Span) bool {
 	s.legacySeen[choice] = true
 	n, _ := jsonspan.StringValue(d, name)
 	id := ToolID{Type: "function", Name: n}
-	if r := s.rec.judgeCall(id); r != "" && s.t.unexpected(s.x, id, r) {
+	if r := s.rec.judgeCall(id); r != "" && s.t.unexpected(s.x, "", id, r) {
 		s.legacyGone[choice] = true
 	}
 	return s.legacyGone[choice]
@@ -504,7 +535,7 @@ func (s *filterChatStream) entries(edits []jsonspan.Edit, d []byte, choice int, 
 				// can only be counted now, not taken back.
 				delete(s.unnamed, key)
 				if r := s.rec.judgeCall(id); r != "" {
-					s.t.count(s.x, id, r, false)
+					s.t.count(s.x, s.ids[key], id, r, false)
 				}
 			}
 		}
@@ -522,6 +553,12 @@ func (s *filterChatStream) entries(edits []jsonspan.Edit, d []byte, choice int, 
 				to = s.next[choice]
 				s.next[choice]++
 				s.calls[key], s.unnamed[key] = to, true
+				if s.ids == nil {
+					s.ids = map[[2]int]string{}
+				}
+				if callID, _ := jsonspan.StringValue(d, jsonspan.Lookup(d, el.Start, "id")); callID != "" {
+					s.ids[key] = strconv.Itoa(choice) + ":" + callID
+				}
 				if to != n {
 					changed = true
 					kept = append(kept, el)
@@ -532,7 +569,11 @@ func (s *filterChatStream) entries(edits []jsonspan.Edit, d []byte, choice int, 
 				return true
 			}
 			to = -1
-			if r := s.rec.judgeCall(id); r == "" || !s.t.unexpected(s.x, id, r) {
+			callKey, _ := jsonspan.StringValue(d, jsonspan.Lookup(d, el.Start, "id"))
+			if callKey != "" {
+				callKey = strconv.Itoa(choice) + ":" + callKey
+			}
+			if r := s.rec.judgeCall(id); r == "" || !s.t.unexpected(s.x, callKey, id, r) {
 				if s.next == nil {
 					s.next = map[int]int{}
 				}
