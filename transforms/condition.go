@@ -36,11 +36,11 @@ func ParseCondition(s string) (Condition, error) {
 	// values keep their inner blanks as written ("red  team").
 	sawOp := ""
 	for i := 0; i < len(s); {
-		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		for i < len(s) && isBlank(s[i]) {
 			i++
 		}
 		j := i
-		for j < len(s) && s[j] != ' ' && s[j] != '\t' {
+		for j < len(s) && !isBlank(s[j]) {
 			j++
 		}
 		tok := s[i:j]
@@ -112,3 +112,6 @@ func allHold(x *Exchange, conds []Condition) bool {
 	}
 	return true
 }
+
+// isBlank is a character that separates a condition's tokens.
+func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

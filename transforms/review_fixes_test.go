@@ -169,9 +169,10 @@ func TestFixReviewGuardOffAdditionalToolsInsideRuns(t *testing.T) {
 func TestFixReviewNestedRepeatHidesOuterRepeat(t *testing.T) {
 	body := `{"model":"m","input":"hi","tools":[{"type":"function","tools":[{"name":"a","name":"b"}],"name":"read_file","name":"delete_file"}]}`
 	out, _, err := rfRun(t, ProtocolResponses, rfDeny, body)
+	// Refused at the first repeat the walk meets (the inner one).
 	e := rfCode(t, out, err, "ambiguous_tool")
-	if e.Param != "tools[0]" {
-		t.Errorf("param %q, want tools[0]", e.Param)
+	if e.Param != "tools[0].tools[0]" && e.Param != "tools[0]" {
+		t.Errorf("param %q, want tools[0] or its inner tool", e.Param)
 	}
 }
 

@@ -208,8 +208,10 @@ func (h *historyText) responses(edits []jsonspan.Edit, arr jsonspan.Span) []json
 			edits = append(edits, jsonspan.Edit{Start: sp.Start, End: sp.End, Repl: append(m, '}')})
 		}
 		run, text, parts = run[:0], nil, nil
-		for _, d := range pending {
-			edits = append(edits, jsonspan.RemoveRun(doc, d.Start, d.End))
+		if len(pending) > 0 {
+			// The items after the run are next to each other: one run,
+			// one comma.
+			edits = append(edits, jsonspan.RemoveRun(doc, pending[0].Start, pending[len(pending)-1].End))
 		}
 		pending = pending[:0]
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -53,7 +54,7 @@ func (t *ToolsFilter) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 			"%s repeats a key that names tools (type, name, namespace or tools): the gateway cannot tell which tool the upstream would see", where)
 	}
 	rec.active = true
-	f := &filterRun{t: t, x: x, w: w, rec: rec, status: make([]filterStatus, len(w.Nodes))}
+	f := &filterRun{t: t, x: x, w: w, rec: rec, status: make([]filterStatus, len(w.Nodes)), legacyList: jsonspan.NoSpan()}
 	return f.run()
 }
 
@@ -78,9 +79,11 @@ type filterRun struct {
 	keptTop  int
 	goneTop  int      // top-level definitions the rule took out
 	dropKeys []string // top-level members that go
-	err      *Error
-	anyTop   bool // the request has a top-level tools list
-	defaults [][]byte
+	// legacyList is Chat's functions list, when the request has one.
+	legacyList jsonspan.Span
+	err        *Error
+	anyTop     bool // the request has a top-level tools list
+	defaults   [][]byte
 }
 
 func (f *filterRun) run() ([]byte, error) {
@@ -107,7 +110,7 @@ func (f *filterRun) run() ([]byte, error) {
 	for k := range f.rec.declared {
 		delete(f.rec.filtered, k)
 	}
-	if w.Protocol == ProtocolChat && bytes.Contains(w.Doc, []byte(`"functions"`)) {
+	if w.Protocol == ProtocolChat && (bytes.Contains(w.Doc, []byte(`"functions"`)) || bytes.Contains(w.Doc, []byte(`\u`))) {
 		if err := f.legacyFunctions(); err != nil {
 			return nil, err
 		}
@@ -160,14 +163,28 @@ func (f *filterRun) legacyFunctions() error {
 	if list.Start < 0 || doc[list.Start] != '[' {
 		return nil
 	}
+	f.legacyList = list
 	var keep []jsonspan.Span
 	gone := 0
+	ambiguous := ""
 	jsonspan.EachElement(doc, list.Start, func(el jsonspan.Span) bool {
 		if doc[el.Start] != '{' {
 			keep = append(keep, el)
 			return true
 		}
-		name, _ := jsonspan.StringValue(doc, jsonspan.Lookup(doc, el.Start, "name"))
+		names, nameAt := 0, jsonspan.NoSpan()
+		jsonspan.EachMember(doc, el.Start, func(m jsonspan.Member) bool {
+			if m.KeyIs(doc, "name") {
+				if names++; names == 1 {
+					nameAt = m.Value
+				}
+			}
+			return true
+		})
+		if names > 1 && ambiguous == "" {
+			ambiguous = "functions"
+		}
+		name, _ := jsonspan.StringValue(doc, nameAt)
 		n := ToolNode{Kind: NodeDefinition, Type: "function", Name: name}
 		id := ToolID{Type: "function", Name: name}
 		reason := ""
@@ -187,6 +204,10 @@ func (f *filterRun) legacyFunctions() error {
 		f.x.Decide(id.display(), "drop", reason)
 		return true
 	})
+	if ambiguous != "" {
+		return filterError("ambiguous_tool", ambiguous,
+			"a function of %s repeats its name: the gateway cannot tell which one the upstream would see", ambiguous)
+	}
 	if forced.Start >= 0 && doc[forced.Start] == '{' {
 		name, _ := jsonspan.StringValue(doc, jsonspan.Lookup(doc, forced.Start, "name"))
 		if r, ok := f.rec.filtered[ToolID{Type: "function", Name: name}.nameKey()]; ok {
@@ -445,6 +466,12 @@ func (f *filterRun) writeLists(dropTop bool) {
 		// "tools":null, as SDKs write no tools: the defaults are the list.
 		// (Any other non-list value kept the defaults out.)
 		w.Edit(w.tools.Start, w.tools.End, f.writeList(nil, jsonspan.NoSpan(), len(w.Nodes), f.defaults), true)
+	case topRoot < 0 && len(f.defaults) > 0 && f.legacyList.Start >= 0 && slices.Contains(f.dropKeys, "functions"):
+		// The legacy list goes and the defaults come: the new member takes
+		// its place, so no comma is left without a neighbour.
+		list := f.writeList(nil, jsonspan.NoSpan(), len(w.Nodes), f.defaults)
+		f.dropKeys = slices.DeleteFunc(f.dropKeys, func(k string) bool { return k == "functions" })
+		w.Edit(jsonspan.KeyStart(w.Doc, f.legacyList), f.legacyList.End, append([]byte(`"tools":`), list...), true)
 	case topRoot < 0 && len(f.defaults) > 0:
 		list := f.writeList(nil, jsonspan.NoSpan(), len(w.Nodes), f.defaults)
 		insertMember(w, "tools", list)

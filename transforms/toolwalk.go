@@ -114,8 +114,10 @@ type ToolWalk struct {
 	echo      bool          // an edit touched a definition or tool_choice
 	// repeated is the first definition that repeats a key of its
 	// identity (type, name, namespace), or -1.
-	repeated int32
-	twice    string // "tools" when the top-level tools member repeats
+	// ambiguous is where the first definition or list is that repeats a
+	// key naming tools; "" when none does.
+	ambiguous string
+	inputs    int // top-level input (or messages) members seen
 }
 
 // Repeated returns where the first definition is that repeats a key
@@ -124,10 +126,8 @@ type ToolWalk struct {
 // that lets tools through by name must refuse it.
 func (w *ToolWalk) Repeated() (where string, ok bool) {
 	switch {
-	case w.twice != "":
-		return w.twice, true
-	case w.repeated >= 0 && int(w.repeated) < len(w.Nodes):
-		return w.Nodes[w.repeated].Where(), true
+	case w.ambiguous != "":
+		return w.ambiguous, true
 	}
 	return "", false
 }
@@ -164,7 +164,7 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 	if p != ProtocolResponses && p != ProtocolChat {
 		return nil
 	}
-	w := &ToolWalk{Doc: body, Protocol: p, x: x, tools: jsonspan.NoSpan(), repeated: -1}
+	w := &ToolWalk{Doc: body, Protocol: p, x: x, tools: jsonspan.NoSpan()}
 	if pooled, ok := nodePool.Get().(*[]ToolNode); ok {
 		w.Nodes = (*pooled)[:0]
 	}
@@ -176,14 +176,20 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 			if w.tools.Start >= 0 {
 				// Two lists: rules would judge one and upstreams keep the
 				// other.
-				w.twice = "tools"
+				w.ambiguousAt("tools")
 			}
 			e := w.definitions(v, -1, "tools")
 			w.tools = jsonspan.Span{Start: v, End: e}
 			return e
 		case jsonspan.KeyIs(body, k, "input") && p == ProtocolResponses:
+			if w.inputs++; w.inputs > 1 {
+				w.ambiguousAt("input") // which history, and which additional_tools?
+			}
 			return w.items(v)
 		case jsonspan.KeyIs(body, k, "messages") && p == ProtocolChat:
+			if w.inputs++; w.inputs > 1 {
+				w.ambiguousAt("messages")
+			}
 			return w.messages(v)
 		case jsonspan.KeyIs(body, k, "tool_choice"):
 			e := jsonspan.SkipValue(body, v)
@@ -235,14 +241,20 @@ func (w *ToolWalk) definitions(start int, parent int32, root string) int {
 			walk: w, parent: parent, root: r, item: int32(i)})
 		typ, name, ns, fn, custom := jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan()
 		children := -1 // where this definition's tools begin in w.Nodes
+		toolsKeys := 0
 		end := jsonspan.WalkMembers(doc, v, func(k jsonspan.Span, mv int) int {
 			var field *jsonspan.Span
+			isTools := jsonspan.KeyIs(doc, k, "tools")
+			if isTools {
+				if toolsKeys++; toolsKeys == 2 {
+					w.ambiguousAt(w.Nodes[at].Where()) // a second list of tools: which one counts?
+				}
+			}
 			switch {
-			case jsonspan.KeyIs(doc, k, "tools") && children < 0 && mv < len(doc) && doc[mv] == '[':
+			case isTools && children < 0 && mv < len(doc) && doc[mv] == '[':
 				children = len(w.Nodes)
 				return w.definitions(mv, int32(at), "")
-			case jsonspan.KeyIs(doc, k, "tools") && w.repeated < 0:
-				w.repeated = int32(at) // a second list of tools: which one counts?
+			case isTools:
 			case jsonspan.KeyIs(doc, k, "type"):
 				field = &typ
 			case jsonspan.KeyIs(doc, k, "name"):
@@ -257,10 +269,10 @@ func (w *ToolWalk) definitions(start int, parent int32, root string) int {
 			e := jsonspan.SkipValue(doc, mv)
 			if field != nil && field.Start < 0 {
 				*field = jsonspan.Span{Start: mv, End: e}
-			} else if field != nil && w.repeated < 0 {
+			} else if field != nil {
 				// The first of two keys is ours, the last the upstream's:
 				// a rule that decides by the tool's identity must know.
-				w.repeated = int32(at)
+				w.ambiguousAt(w.Nodes[at].Where())
 			}
 			return e
 		})
@@ -296,8 +308,8 @@ func (w *ToolWalk) definitions(start int, parent int32, root string) int {
 					return true
 				})
 				n.Name = w.str(doc, name)
-				if names > 1 && w.repeated < 0 {
-					w.repeated = int32(at)
+				if names > 1 {
+					w.ambiguousAt(w.Nodes[at].Where())
 				}
 			}
 		}
@@ -305,9 +317,7 @@ func (w *ToolWalk) definitions(start int, parent int32, root string) int {
 		case children < 0:
 		case n.Type != "namespace":
 			w.Nodes = w.Nodes[:children]
-			if int(w.repeated) >= children {
-				w.repeated = -1 // in a list that holds no tools after all
-			}
+
 		default:
 			// The tools of a namespace that name no namespace of their own
 			// are in this one.
@@ -378,6 +388,16 @@ func (w *ToolWalk) items(start int) int {
 		case string(t) == "message" || string(t) == "reasoning":
 			return true
 		case string(t) == "additional_tools":
+			tools := 0
+			jsonspan.EachMember(doc, el.Start, func(m jsonspan.Member) bool {
+				if m.KeyIs(doc, "tools") {
+					tools++
+				}
+				return true
+			})
+			if tools > 1 {
+				w.ambiguousAt("input[" + strconv.Itoa(i) + "]")
+			}
 			if f[itemTools].Start >= 0 {
 				return w.definitions(f[itemTools].Start, -1, "input["+strconv.Itoa(i)+"].tools") >= 0
 			}
@@ -588,6 +608,15 @@ func (w *ToolWalk) Rewrite() []byte {
 		w.x.echo.needed = true
 	}
 	return w.x.applyEdits(w.Doc, w.edits)
+}
+
+// ambiguousAt records the first place a key naming tools repeats. A
+// repeat inside something that turns out to hold no tools counts too: a
+// body that spells one thing twice is refused rather than guessed at.
+func (w *ToolWalk) ambiguousAt(where string) {
+	if w.ambiguous == "" {
+		w.ambiguous = where
+	}
 }
 
 // rootIndex returns the index of a list's name in w.roots, adding it.
