@@ -212,7 +212,9 @@ func (t *CustomToolsToFunction) RewriteRequest(x *Exchange, body []byte) ([]byte
 		n := &w.Nodes[i]
 		id := ident{n.Namespace, n.Name}
 		switch {
-		case n.Kind == NodeDefinition && n.Type == "function":
+		case n.Kind == NodeDefinition && (n.Type == "function" || (n.Type == "" && n.InnerStart >= 0)):
+			// (A Chat tool without a type is a function to the servers
+			// that take it.)
 			p.rec.addKnown(id)
 			p.native[id] = i
 		case n.Kind == NodeDefinition && n.Type == "custom":

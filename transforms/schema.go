@@ -56,9 +56,11 @@ type schemaWriter struct {
 	refs     []string                         // the $refs being inlined, innermost last
 	depth    int                              // nesting of schema objects
 	changed  bool
-	openMap  bool            // a closed object was a map
-	did      map[string]bool // what was done, for the decision, when telling
-	telling  bool
+	openMap  bool // a closed object was a map
+	// nullableOut: the object being written has its nullable member.
+	nullableOut bool
+	did         map[string]bool // what was done, for the decision, when telling
+	telling     bool
 	// stack holds the members of the schema objects being written, the
 	// innermost last: one slice for the whole rewrite rather than one per
 	// object.
@@ -358,6 +360,10 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	isObject := typ == "object" || (untyped && find(ms, "properties") >= 0) || s.listHas(ms, "object")
 	// Properties first: required is filtered against them, wherever it
 	// stands.
+	// nullable is written once per object, whichever rule comes first.
+	outerNullable := s.nullableOut
+	s.nullableOut = false
+	defer func() { s.nullableOut = outerNullable }()
 	// Both name lists live on the writer's name stack, like the members.
 	base := len(s.names)
 	defer func() { s.names = s.names[:base] }()
@@ -437,9 +443,22 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		}
 		return true
 	}
+	// A schema that takes null only by being wrapped (no type, enum or
+	// anyOf to take it in) is written inside its wrap from the start:
+	// building it first and wrapping a copy after would cost its size
+	// again at every level of a deep schema.
+	wrapped := nullable && find(ms, "type") < 0 && find(ms, "enum") < 0 && find(ms, "anyOf") < 0
+	if wrapped {
+		s.note("nullable")
+		out = append(out, `{"anyOf":[`...)
+	}
 	ow := jsonspan.NewObj(out)
 	wroteDesc, wroteProps, wroteAdditional, wroteRequired := false, false, false, false
-	mergedAnyOf := false // the type list's union and the schema's anyOf went into one allOf
+	// A type list that becomes a union beside the schema's own anyOf:
+	// both go into one allOf (with the schema's own allOf members, if
+	// any), written where the type stands.
+	rootTypeList := root && r.rootObject && typ == "object" && find(ms, "type") >= 0 && doc[ms[find(ms, "type")].m.Value.Start] == '['
+	willMerge := !r.anyOfAlone && !rootTypeList && find(ms, "anyOf") >= 0 && find(ms, "type") >= 0 && s.typeUnion(ms[find(ms, "type")].m.Value, nullable, ms)
 	nullDone := !nullable
 	writeDesc := func(v jsonspan.Span) {
 		wroteDesc = true
@@ -495,10 +514,13 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 				ow.B = s.schema(ow.B, v, false)
 			}
 		case "prefixItems", "allOf", "oneOf":
+			if k == "allOf" && willMerge {
+				continue // its members joined the merged allOf
+			}
 			ow.Key(k)
 			ow.B = s.schemaList(ow.B, v, false)
 		case "anyOf":
-			if mergedAnyOf || (find(ms, "type") >= 0 && !r.anyOfAlone && s.typeUnion(ms[find(ms, "type")].m.Value, nullable, ms)) {
+			if willMerge {
 				continue // written with the type list, in one allOf
 			}
 			ow.Key(k)
@@ -526,6 +548,13 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 			}
 		case "required":
 			wroteRequired = true
+			if !isObject && find(ms, "properties") < 0 && !(root && r.rootObject) && doc[v.Start] == '[' {
+				// A branch that names properties of the schema around it
+				// ("anyOf":[{"required":["a"]},…]): nothing here to filter
+				// them against.
+				ow.Raw(doc, m.m)
+				continue
+			}
 			ow.B = s.required(&ow, m.m, props, propSet, required, closing && r.requireAll, hoisted > 0)
 		case "type":
 			if isString(doc, v, "") {
@@ -540,7 +569,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 				ow.B = append(ow.B, `"object"`...)
 				continue
 			}
-			if ai := find(ms, "anyOf"); ai >= 0 && !r.anyOfAlone && s.typeUnion(v, nullable, ms) {
+			if willMerge {
 				// Two unions, the type list's and the schema's own, must
 				// both hold: one allOf of the two, not two anyOf keys.
 				ow.Key("allOf")
@@ -550,9 +579,17 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 				ow.B = append(sub.Close(), ',')
 				own := jsonspan.NewObj(ow.B)
 				own.Key("anyOf")
-				own.B = s.schemaList(own.B, ms[ai].m.Value, false)
-				ow.B = append(own.Close(), ']')
-				nullDone, mergedAnyOf = true, true
+				// Both unions must take null for a nullable schema.
+				own.B = s.schemaList(own.B, ms[find(ms, "anyOf")].m.Value, nullable)
+				ow.B = own.Close()
+				if ai := find(ms, "allOf"); ai >= 0 && doc[ms[ai].m.Value.Start] == '[' {
+					jsonspan.EachElement(doc, ms[ai].m.Value.Start, func(el jsonspan.Span) bool {
+						ow.B = s.schema(append(ow.B, ','), el, false)
+						return true
+					})
+				}
+				ow.B = append(ow.B, ']')
+				nullDone = true
 				continue
 			}
 			var done bool
@@ -569,7 +606,8 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 			var done bool
 			ow.B, done = s.enum(ow.B, v, nullable)
 			nullDone = nullDone || done
-			if r.enumString && r.typeArrays == "nullable" && enumHasNull(doc, v) && find(ms, "nullable") < 0 && !typeListHasNull(doc, ms) {
+			if r.enumString && r.typeArrays == "nullable" && enumHasNull(doc, v) && find(ms, "nullable") < 0 && !typeListHasNull(doc, ms) && !s.nullableOut {
+				s.nullableOut = true
 				// The null left the enum for nullable, which says it.
 				s.note("enum_to_string")
 				ow.Key("nullable")
@@ -579,7 +617,8 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 			if r.constEnum && jsonspan.IsNull(doc, v) {
 				// null is no string: the schema allows null instead.
 				s.note("const_to_enum")
-				if r.typeArrays == "nullable" && find(ms, "nullable") < 0 {
+				if r.typeArrays == "nullable" && find(ms, "nullable") < 0 && !s.nullableOut {
+					s.nullableOut = true
 					ow.Key("nullable")
 					ow.B = append(ow.B, "true"...)
 				}
@@ -598,7 +637,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 			ow.Raw(doc, m.m)
 		}
 	}
-	if r.enumString && !anyOf && find(ms, "type") < 0 && (find(ms, "enum") >= 0 || (r.constEnum && find(ms, "const") >= 0)) {
+	if r.enumString && !anyOf && untyped && (find(ms, "enum") >= 0 || (r.constEnum && find(ms, "const") >= 0)) {
 		// The values are strings now; a dialect that wants string enums
 		// wants the type said.
 		s.note("enum_to_string")
@@ -607,6 +646,10 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	}
 	if len(told) > 0 && !wroteDesc {
 		writeDesc(jsonspan.NoSpan())
+	}
+	if root && r.rootObject && untyped && find(ms, "$ref") >= 0 && !objectRoot(doc, s.root) && s.err == nil {
+		s.err = schemaError("schema_root_not_object", s.loc(),
+			"the schema of %s refers at its root to a schema that is not an object; the upstream takes only an object schema there", s.loc())
 	}
 	if root && r.rootObject && untyped && !anyOf {
 		s.note("root_object")
@@ -644,9 +687,12 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		ow.Key("required")
 		ow.B = appendNames(ow.B, required)
 	}
-	if !nullDone {
-		// No type, enum or anyOf took the null in: allow it beside the
-		// schema.
+	if wrapped {
+		return append(ow.Close(), `,{"type":"null"}]}`...)
+	}
+	if !nullDone && s.err == nil {
+		// No type, enum or anyOf took the null in after all (a type no
+		// rule can read): allow it beside the schema.
 		s.note("nullable")
 		body := ow.Close()
 		start := len(out)
@@ -881,6 +927,10 @@ func (s *schemaWriter) required(ow *jsonspan.ObjWriter, m jsonspan.Member, props
 		for _, p := range keep {
 			same = same && reqSet.has(p)
 		}
+		for i, r := range required {
+			// ...and the same names, each once.
+			same = same && propSet.has(r) && !slices.Contains(required[:i], r)
+		}
 	}
 	if same {
 		ow.Raw(doc, m)
@@ -984,7 +1034,8 @@ func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nulla
 		}
 		return append(ow.B, ']'), hasNull
 	}
-	if hasNull && s.r.typeArrays == "nullable" && find(ms, "nullable") < 0 {
+	if hasNull && s.r.typeArrays == "nullable" && find(ms, "nullable") < 0 && !s.nullableOut {
+		s.nullableOut = true
 		ow.Key("nullable")
 		ow.B = append(ow.B, "true"...)
 	}

@@ -325,6 +325,9 @@ func objectRoot(doc []byte, p jsonspan.Span) bool {
 	}
 	var f [3]jsonspan.Span
 	jsonspan.ObjectFields(doc, p.Start, []string{"type", "properties", "$ref"}, f[:])
+	if jsonspan.IsString(doc, f[0], "") {
+		f[0] = jsonspan.NoSpan() // an empty type names none
+	}
 	switch {
 	case f[0].Start >= 0:
 		return jsonspan.IsString(doc, f[0], "object")

@@ -205,7 +205,13 @@ func (c *schemaCheck) permissive(s map[string]any, path []any) {
 		if !isList {
 			c.requiredNotList(path, req)
 		}
-		props, _ := s["properties"].(map[string]any)
+		props, hasProps := s["properties"].(map[string]any)
+		if !hasProps && !typeIncludes(s, "object") {
+			// A bare constraint ("anyOf":[{"required":["a"]},…]) names
+			// properties of the schema around it: nothing here to hold
+			// them against.
+			list = nil
+		}
 		for j, r := range list {
 			name, isString := r.(string)
 			if _, declared := props[name]; !isString || !declared {
