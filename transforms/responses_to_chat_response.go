@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -253,6 +254,15 @@ func (b *bridgeOut) response(dst []byte, status, reason string, created int64, i
 		dst = append(dst, `""`...)
 	}
 	dst = append(dst, `,"output":[`...)
+	need := len(dst) + 512
+	for _, it := range items {
+		need += len(it) + 1
+	}
+	if cap(dst) < need {
+		// One allocation for the whole object, rather than growth by
+		// quarters through megabytes of items.
+		dst = append(make([]byte, 0, need), dst...)
+	}
 	for i, it := range items {
 		if i > 0 {
 			dst = append(dst, ',')
@@ -321,7 +331,11 @@ func (t *ResponsesToChat) NewStream(x *Exchange) StreamTransform {
 	if !rec.bridged {
 		return nil
 	}
-	return &chatToResponses{out: bridgeOut{t: t, rec: rec}, x: x, calls: map[int]*streamCall{}, envelope: jsonspan.AppendStringStr(nil, reasoningEnvelope(t.Profile))}
+	s := &chatToResponses{out: bridgeOut{t: t, rec: rec}, x: x, calls: map[int]*streamCall{}, envelope: jsonspan.AppendStringStr(nil, reasoningEnvelope(t.Profile))}
+	if b, ok := bridgeBufPool.Get().(*[]byte); ok {
+		s.buf = (*b)[:0]
+	}
+	return s
 }
 
 // chatToResponses turns a Chat chunk stream into the Responses event
@@ -392,6 +406,19 @@ type streamCall struct {
 
 // begin starts an event of type typ, with its sequence number,
 // in the reused buffer.
+// bridgeBufPool recycles the converters' event buffers from stream to
+// stream: each grows to the size of its stream's largest event (a call's
+// done event carries all of its arguments).
+var bridgeBufPool sync.Pool // of *[]byte
+
+func (s *chatToResponses) release() {
+	if s.buf != nil && cap(s.buf) <= maxPooledEsc {
+		b := s.buf[:0]
+		bridgeBufPool.Put(&b)
+	}
+	s.buf = nil
+}
+
 func (s *chatToResponses) begin(typ string) []byte {
 	s.typ = typ
 	b := append(s.buf[:0], `{"type":"`...)
@@ -906,7 +933,7 @@ func (s *chatToResponses) callDelta(emit Emit, d []byte, at int) (int, error) {
 		args = d[a.Start+1 : a.End-1]
 	}
 	if c.idx < 0 {
-		c.args = append(c.args, args...)
+		c.args = appendGrow(c.args, args)
 		if c.name == "" {
 			return end, nil // not announced before the name is known
 		}
@@ -927,7 +954,7 @@ func (s *chatToResponses) callDelta(emit Emit, d []byte, at int) (int, error) {
 		}
 		args = c.args // what came before the name, and this piece
 	} else {
-		c.args = append(c.args, args...)
+		c.args = appendGrow(c.args, args)
 	}
 	if len(args) == 0 {
 		return end, nil
