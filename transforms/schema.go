@@ -414,6 +414,21 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		anyOf, typeAnyOf = true, true
 	}
 	var told []string // constraints taken out, for the description
+	// inUnion: the keyword went into a branch of the union the type list
+	// became, so it is not lost and need not be told.
+	var unionTypes []string
+	if typeAnyOf && r.typeArrays == "nullable" {
+		types, _, _, _ := s.typeList(ms[find(ms, "type")].m.Value, nullable, ms)
+		unionTypes = slices.Clone(types)
+	}
+	inUnion := func(k string) bool {
+		for _, t := range unionTypes {
+			if branchOf(k, t) && !(k == "format" && r.formats != nil) {
+				return true
+			}
+		}
+		return false
+	}
 	drop := func(m member) bool {
 		k := m.key
 		switch {
@@ -431,7 +446,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		default:
 			return false
 		}
-		if r.describe && (constraintKeywords[k] || (k == "additionalProperties" && doc[m.m.Value.Start] == '{')) {
+		if r.describe && !(typeAnyOf && inUnion(k)) && (constraintKeywords[k] || (k == "additionalProperties" && doc[m.m.Value.Start] == '{')) {
 			// (A map's value schema is worth telling; a closed object's
 			// false is not.)
 			told = append(told, k+": "+string(doc[m.m.Value.Start:m.m.Value.End]))
@@ -782,6 +797,61 @@ func (s *schemaWriter) typeUnion(v jsonspan.Span, nullable bool, ms []member) bo
 	return others > 1 || (others == 1 && s.r.typeArrays == "any_of" && len(types) > 1)
 }
 
+// typeKeywords are the keywords that constrain one type only, by the
+// type ("number" stands for integer too).
+var typeKeywords = map[string]string{
+	"items": "array", "prefixItems": "array", "minItems": "array", "maxItems": "array",
+	"uniqueItems": "array", "contains": "array",
+	"properties": "object", "required": "object", "additionalProperties": "object",
+	"patternProperties": "object", "minProperties": "object", "maxProperties": "object",
+	"propertyNames": "object",
+	"minLength":     "string", "maxLength": "string", "pattern": "string", "format": "string",
+	"minimum": "number", "maximum": "number", "exclusiveMinimum": "number",
+	"exclusiveMaximum": "number", "multipleOf": "number",
+}
+
+// branchOf reports whether keyword k constrains type t.
+func branchOf(k, t string) bool {
+	kt, ok := typeKeywords[k]
+	return ok && (kt == t || (kt == "number" && t == "integer"))
+}
+
+// typeBranch writes into the union branch of type t the members of ms
+// that constrain t, as the dialect wants them.
+func (s *schemaWriter) typeBranch(ow *jsonspan.ObjWriter, t string, ms []member) {
+	doc := s.doc
+	for _, m := range ms {
+		if !branchOf(m.key, t) || s.r.strip[m.key] {
+			continue
+		}
+		v := m.m.Value
+		switch m.key {
+		case "items", "contains", "propertyNames":
+			ow.Key(m.key)
+			if doc[v.Start] == '[' {
+				ow.B = s.schemaList(ow.B, v, false)
+			} else {
+				ow.B = s.schema(ow.B, v, false)
+			}
+		case "prefixItems":
+			ow.Key(m.key)
+			ow.B = s.schemaList(ow.B, v, false)
+		case "properties":
+			ow.Key(m.key)
+			ow.B = s.properties(ow.B, v, nameSet{}, false)
+		case "patternProperties":
+			ow.Key(m.key)
+			ow.B = s.schemaMap(ow.B, v)
+		case "format":
+			if s.r.formats == nil || s.r.formats[stringOf(doc, v)] {
+				ow.Raw(doc, m.m)
+			}
+		default:
+			ow.Raw(doc, m.m)
+		}
+	}
+}
+
 // typeList is the types the member at v stands for once the dialect's
 // enum and nullable rules are applied, and whether they are a list; no
 // types when the member is not a string or a list of strings. enumed
@@ -1017,8 +1087,15 @@ func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nulla
 			if i > 0 {
 				ow.B = append(ow.B, ',')
 			}
-			ow.B = append(append(ow.B, `{"type":`...), jsonspan.AppendStringStr(nil, t)...)
-			ow.B = append(ow.B, '}')
+			branch := jsonspan.NewObj(ow.B)
+			branch.Key("type")
+			branch.B = jsonspan.AppendStringStr(branch.B, t)
+			if s.r.anyOfAlone {
+				// Nothing may stand beside the union: the keywords of one
+				// type go into that type's branch.
+				s.typeBranch(&branch, t, ms)
+			}
+			ow.B = branch.Close()
 		}
 		ow.B = append(ow.B, ']')
 	case len(others) > 0:

@@ -146,3 +146,19 @@ func TestToolsFilterTwoRulesCountACallOnce(t *testing.T) {
 	}
 	tfCounts(t, x, 0, 1, 0)
 }
+
+// TestNormalizeSchemaGeminiDistributesTypeKeywords: a type list that
+// becomes a union under gemini takes each type's keywords into that
+// type's branch, instead of losing them beside the anyOf.
+func TestNormalizeSchemaGeminiDistributesTypeKeywords(t *testing.T) {
+	c := chainOf(t, `[{"transform":"tools_normalize_schema","config":{"dialect":"gemini"}}]`)
+	in := `{"type":"object","properties":{"v":{"type":["string","array","null"],"items":{"type":"object","properties":{"id":{"type":"integer"}},"additionalProperties":false},"maxLength":5,"minItems":1,"description":"One or many."}}}`
+	want := `{"type":"object","properties":{"v":{"anyOf":[{"type":"string","maxLength":5},{"type":"array","items":{"type":"object","properties":{"id":{"type":"integer"}}},"minItems":1}],"nullable":true,"description":"One or many."}}}`
+	body := []byte(`{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":` + in + `}]}`)
+	x := begin(t, c, ProtocolResponses, body)
+	out, err := x.RewriteRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, out, `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":`+want+`}]}`)
+}
