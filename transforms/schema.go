@@ -211,12 +211,19 @@ func (s *schemaWriter) rewrite(out []byte, v jsonspan.Span, nullable bool) []byt
 			return out
 		}
 	}
-	for s.r.inline {
+	for s.r.inline || s.r.requireAll {
 		i := find(ms, "$ref")
 		if i < 0 {
 			break
 		}
 		ref, _ := jsonspan.StringValue(doc, ms[i].m.Value)
+		if !s.r.inline && !strings.HasPrefix(ref, "#/properties/") {
+			break
+		}
+		// (Where every property is made required, the optional ones
+		// nullable, a reference to a property (zod's "#/properties/a")
+		// is inlined: it must keep its own nullability, not take the
+		// nullable form its target gets.)
 		if slices.Contains(s.refs, ref) {
 			s.err = schemaError("schema_ref_cycle", s.loc(),
 				"the schema of %s refers to itself through %q (%s): the upstream needs references inlined, and a cycle cannot be", s.loc(), ref, strings.Join(append(s.refs, ref), " -> "))

@@ -162,3 +162,23 @@ func TestNormalizeSchemaGeminiDistributesTypeKeywords(t *testing.T) {
 	}
 	jsonEqual(t, out, `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":`+want+`}]}`)
 }
+
+// TestNormalizeSchemaStrictPropertyRefKeepsItsNullability: zod writes a
+// repeated shape as a reference to the first property that has it
+// ("#/properties/a"); under openai_strict the optional a becomes nullable,
+// and a required b that refers to it must not.
+func TestNormalizeSchemaStrictPropertyRefKeepsItsNullability(t *testing.T) {
+	c := chainOf(t, `[{"transform":"tools_normalize_schema","config":{"dialect":"openai_strict"}}]`)
+	in := `{"type":"object","properties":{"a":{"type":"object","properties":{"x":{"type":"string"}},"required":["x"]},"b":{"$ref":"#/properties/a"}},"required":["b"]}`
+	want := `{"type":"object","properties":{` +
+		`"a":{"type":["object","null"],"properties":{"x":{"type":"string"}},"required":["x"],"additionalProperties":false},` +
+		`"b":{"type":"object","properties":{"x":{"type":"string"}},"required":["x"],"additionalProperties":false}},` +
+		`"required":["a","b"],"additionalProperties":false}`
+	body := []byte(`{"model":"m","input":"hi","tools":[{"type":"function","name":"f","strict":true,"parameters":` + in + `}]}`)
+	x := begin(t, c, ProtocolResponses, body)
+	out, err := x.RewriteRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, out, `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","strict":true,"parameters":`+want+`}]}`)
+}
