@@ -242,6 +242,21 @@ func (w *ToolWalk) definitions(start int, parent int32, root string) int {
 		typ, name, ns, fn, custom := jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan()
 		children := -1 // where this definition's tools begin in w.Nodes
 		toolsKeys := 0
+		// Chat's nested object: its name is read, and a repeated one
+		// seen, in the same walk that crosses it.
+		var fnName, customName jsonspan.Span = jsonspan.NoSpan(), jsonspan.NoSpan()
+		var fnNames, customNames int
+		nested := func(mv int, name *jsonspan.Span, names *int) int {
+			return jsonspan.WalkMembers(doc, mv, func(k jsonspan.Span, iv int) int {
+				e := jsonspan.SkipValue(doc, iv)
+				if jsonspan.KeyIs(doc, k, "name") {
+					if *names++; *names == 1 {
+						*name = jsonspan.Span{Start: iv, End: e}
+					}
+				}
+				return e
+			})
+		}
 		end := jsonspan.WalkMembers(doc, v, func(k jsonspan.Span, mv int) int {
 			var field *jsonspan.Span
 			isTools := jsonspan.KeyIs(doc, k, "tools")
@@ -266,7 +281,18 @@ func (w *ToolWalk) definitions(start int, parent int32, root string) int {
 			case jsonspan.KeyIs(doc, k, "custom"):
 				field = &custom
 			}
-			e := jsonspan.SkipValue(doc, mv)
+			var e int
+			switch {
+			case w.Protocol == ProtocolChat && field == &fn && fn.Start < 0 && mv < len(doc) && doc[mv] == '{':
+				e = nested(mv, &fnName, &fnNames)
+			case w.Protocol == ProtocolChat && field == &custom && custom.Start < 0 && mv < len(doc) && doc[mv] == '{':
+				e = nested(mv, &customName, &customNames)
+			default:
+				e = jsonspan.SkipValue(doc, mv)
+			}
+			if e < 0 {
+				return e
+			}
 			if field != nil && field.Start < 0 {
 				*field = jsonspan.Span{Start: mv, End: e}
 			} else if field != nil {
@@ -286,27 +312,17 @@ func (w *ToolWalk) definitions(start int, parent int32, root string) int {
 		n.Namespace = w.str(doc, ns)
 		if w.Protocol == ProtocolChat {
 			// Chat nests the tool under a key named after its type.
-			inner := jsonspan.NoSpan()
+			inner, name, names := jsonspan.NoSpan(), jsonspan.NoSpan(), 0
 			switch n.Type {
 			case "function", "":
 				// Servers that take a tool without a type (vLLM, Ollama)
 				// read it as a function.
-				inner = fn
+				inner, name, names = fn, fnName, fnNames
 			case "custom":
-				inner = custom
+				inner, name, names = custom, customName, customNames
 			}
 			if inner.Start >= 0 && doc[inner.Start] == '{' {
 				n.InnerStart, n.InnerEnd = inner.Start, inner.End
-				var names int
-				name := jsonspan.NoSpan()
-				jsonspan.EachMember(doc, inner.Start, func(m jsonspan.Member) bool {
-					if m.KeyIs(doc, "name") {
-						if names++; names == 1 {
-							name = m.Value
-						}
-					}
-					return true
-				})
 				n.Name = w.str(doc, name)
 				if names > 1 {
 					w.ambiguousAt(w.Nodes[at].Where())
