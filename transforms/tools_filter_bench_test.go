@@ -1,6 +1,8 @@
 package transforms
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,4 +63,81 @@ func BenchmarkToolsNormalizeSchema(b *testing.B) {
 		b.Fatal("schemas not normalized")
 	}
 	benchAgainstValidation(b, doc, func() []byte { return runChain(b, c, doc) })
+}
+
+// scaling runs rewrite over bodies of size n and 8n and reports the time
+// ratio: 8 is linear, 64 quadratic.
+func scaling(b *testing.B, name string, body func(n int) string, n int, rewrite func(body []byte)) {
+	small, large := []byte(body(n)), []byte(body(8*n))
+	var tSmall, tLarge time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		rewrite(small)
+		t1 := time.Now()
+		rewrite(large)
+		tSmall += t1.Sub(t0)
+		tLarge += time.Since(t1)
+	}
+	b.ReportMetric(float64(tLarge)/float64(tSmall), name+"_x8")
+}
+
+// BenchmarkFilterScaling: eight times the namespaces and additional_tools
+// items, and eight times the history with function calling off.
+func BenchmarkFilterScaling(b *testing.B) {
+	run := func(cfg string) func([]byte) {
+		c := chainOf(b, `[{"transform":"tools_filter","config":`+cfg+`}]`)
+		return func(body []byte) {
+			x := NewExchange(ProtocolResponses, Limits{}, nil)
+			c.Begin(x, "m")
+			if _, err := x.RewriteRequest(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	scaling(b, "namespaces", scaleFilterBody, 1000, run(`{"deny":["delete_*"]}`))
+	scaling(b, "history", scaleOffHistory, 1000, run(`{"function_calling":"off"}`))
+}
+
+// BenchmarkSchemaScaling: eight times the references to inline, and eight
+// times the required properties to filter.
+func BenchmarkSchemaScaling(b *testing.B) {
+	run := func(cfg string) func([]byte) {
+		c := chainOf(b, `[{"transform":"tools_normalize_schema","config":`+cfg+`}]`)
+		return func(body []byte) {
+			x := NewExchange(ProtocolResponses, Limits{}, nil)
+			c.Begin(x, "m")
+			if _, err := x.RewriteRequest(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	tool := func(params string) string {
+		return `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":` + params + `}]}`
+	}
+	refs := func(n int) string {
+		var props, defs strings.Builder
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				props.WriteByte(',')
+				defs.WriteByte(',')
+			}
+			fmt.Fprintf(&props, `"p%d":{"$ref":"#/$defs/d%d"}`, i, i)
+			fmt.Fprintf(&defs, `"d%d":{"type":"string","description":"a definition"}`, i)
+		}
+		return tool(`{"type":"object","properties":{` + props.String() + `},"$defs":{` + defs.String() + `}}`)
+	}
+	required := func(n int) string {
+		var props, req strings.Builder
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				props.WriteByte(',')
+				req.WriteByte(',')
+			}
+			fmt.Fprintf(&props, `"p%d":{"type":"string"}`, i)
+			fmt.Fprintf(&req, `"p%d"`, i)
+		}
+		return tool(`{"type":"object","properties":{` + props.String() + `},"required":[` + req.String() + `,"gone"]}`)
+	}
+	scaling(b, "refs", refs, 500, run(`{"dialect":"gemini"}`))
+	scaling(b, "required", required, 5000, run(`{}`))
 }

@@ -1,13 +1,13 @@
 package transforms
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/fakeprovider"
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
@@ -355,21 +355,17 @@ func TestSchemaReviewBudgetCountsNestedBytesRepeatedly(t *testing.T) {
 	srSame(t, `{}`, ProtocolResponses, fn(s))
 }
 
-// srBest is the fastest of n runs of one rewrite.
-func srBest(t *testing.T, config, body string, n int) time.Duration {
+// srLarge runs one rewrite of a large body and returns its output.
+func srLarge(t *testing.T, config, body string) []byte {
 	t.Helper()
 	c := chainOf(t, `[{"transform":"tools_normalize_schema","config":`+config+`}]`)
-	best := time.Duration(1<<63 - 1)
-	for range n {
-		b := []byte(body)
-		x := begin(t, c, ProtocolResponses, b)
-		start := time.Now()
-		if _, err := x.RewriteRequest(b); err != nil {
-			t.Fatal(err)
-		}
-		best = min(best, time.Since(start))
+	b := []byte(body)
+	x := begin(t, c, ProtocolResponses, b)
+	out, err := x.RewriteRequest(b)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return best
+	return out
 }
 
 // TestSchemaReviewRefResolutionIsLinear: each $ref is resolved by
@@ -377,7 +373,7 @@ func srBest(t *testing.T, config, body string, n int) time.Duration {
 // inlining is O(references × size of $defs): 8000 references in an
 // 800 KB schema take ~6 s under gemini, and the 32 MiB default body
 // allows hours. Right: linear (resolve each pointer once, or index $defs);
-// eight times the schema in at most ~24 times the time (quadratic: ~64).
+// BenchmarkSchemaScaling measures it.
 func TestSchemaReviewRefResolutionIsLinear(t *testing.T) {
 	schema := func(n int) string {
 		var props, defs strings.Builder
@@ -391,10 +387,11 @@ func TestSchemaReviewRefResolutionIsLinear(t *testing.T) {
 		}
 		return fn(`{"type":"object","properties":{` + props.String() + `},"$defs":{` + defs.String() + `}}`)
 	}
-	small := srBest(t, `{"dialect":"gemini"}`, schema(500), 3)
-	large := srBest(t, `{"dialect":"gemini"}`, schema(4000), 1)
-	if ratio := float64(large) / float64(small); ratio > 24 {
-		t.Errorf("8x the references took %.0fx the time (%v vs %v): resolution is quadratic", ratio, large, small)
+	// The scaling itself is measured by BenchmarkSchemaScaling (a test
+	// must not time): here, 4000 references all resolve.
+	out := srLarge(t, `{"dialect":"gemini"}`, schema(4000))
+	if bytes.Contains(out, []byte(`"$ref"`)) || bytes.Count(out, []byte(`"description":"a definition of some length"`)) != 4000 {
+		t.Errorf("references left unresolved in the output")
 	}
 }
 
@@ -402,8 +399,7 @@ func TestSchemaReviewRefResolutionIsLinear(t *testing.T) {
 // slices.Contains over the property names for each name (and properties()
 // does the same per property when closing): O(properties × required)
 // under every dialect, the default included. 20000 required properties
-// (700 KB) take ~0.8 s. Right: a set; eight times the schema in at most
-// ~24 times the time (quadratic: ~64).
+// (700 KB) took ~0.8 s. Right: a set; BenchmarkSchemaScaling measures it.
 func TestSchemaReviewRequiredFilterIsLinear(t *testing.T) {
 	schema := func(n int) string {
 		var props, req strings.Builder
@@ -417,10 +413,11 @@ func TestSchemaReviewRequiredFilterIsLinear(t *testing.T) {
 		}
 		return fn(`{"type":"object","properties":{` + props.String() + `},"required":[` + req.String() + `]}`)
 	}
-	small := srBest(t, `{}`, schema(5000), 3)
-	large := srBest(t, `{}`, schema(40000), 1)
-	if ratio := float64(large) / float64(small); ratio > 24 {
-		t.Errorf("8x the properties took %.0fx the time (%v vs %v): filtering required is quadratic", ratio, large, small)
+	// The scaling itself is measured by BenchmarkSchemaScaling: here,
+	// 40000 properties, all required, keep their bytes.
+	body := schema(40000)
+	if out := srLarge(t, `{}`, body); string(out) != body {
+		t.Errorf("a schema needing no change was rewritten")
 	}
 }
 
