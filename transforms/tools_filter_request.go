@@ -1,7 +1,6 @@
 package transforms
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"slices"
@@ -110,7 +109,7 @@ func (f *filterRun) run() ([]byte, error) {
 	for k := range f.rec.declared {
 		delete(f.rec.filtered, k)
 	}
-	if w.Protocol == ProtocolChat && (bytes.Contains(w.Doc, []byte(`"functions"`)) || bytes.Contains(w.Doc, []byte(`\u`))) {
+	if w.top[topFunctions].Start >= 0 {
 		if err := f.legacyFunctions(); err != nil {
 			return nil, err
 		}
@@ -139,7 +138,7 @@ func (f *filterRun) run() ([]byte, error) {
 	// One removal for every member that goes, so neighbours never claim
 	// the same comma.
 	if len(f.dropKeys) > 0 {
-		removeMembers(w, w.Doc, f.dropKeys...)
+		removeMembers(w, f.dropKeys...)
 	}
 	return w.Rewrite(), nil
 }
@@ -149,17 +148,7 @@ func (f *filterRun) run() ([]byte, error) {
 // must not be a way around them.
 func (f *filterRun) legacyFunctions() error {
 	doc := f.w.Doc
-	var list, forced jsonspan.Span = jsonspan.NoSpan(), jsonspan.NoSpan()
-	jsonspan.WalkMembers(doc, 0, func(k jsonspan.Span, v int) int {
-		e := jsonspan.SkipValue(doc, v)
-		switch {
-		case jsonspan.KeyIs(doc, k, "functions"):
-			list = jsonspan.Span{Start: v, End: e}
-		case jsonspan.KeyIs(doc, k, "function_call"):
-			forced = jsonspan.Span{Start: v, End: e}
-		}
-		return e
-	})
+	list, forced := f.w.top[topFunctions], f.w.top[topFunctionCall]
 	if list.Start < 0 || doc[list.Start] != '[' {
 		return nil
 	}
@@ -643,22 +632,18 @@ func (f *filterRun) why() string {
 	return strings.Join(parts, ", ")
 }
 
-// removeMembers plans the removal of the named top-level members of doc
-// that are present; neighbours go as one run, so no two removals claim
-// the same comma.
-func removeMembers(w *ToolWalk, doc []byte, names ...string) {
+// removeMembers plans the removal of the named top-level members the walk
+// recorded (ToolWalk.top) that are present; neighbours go as one run, so
+// no two removals claim the same comma.
+func removeMembers(w *ToolWalk, names ...string) {
 	var vals []jsonspan.Span
-	jsonspan.WalkMembers(doc, 0, func(k jsonspan.Span, v int) int {
-		e := jsonspan.SkipValue(doc, v)
-		for _, n := range names {
-			if jsonspan.KeyIs(doc, k, n) {
-				vals = append(vals, jsonspan.Span{Start: v, End: e})
-				break
-			}
+	for i, n := range topNames {
+		if w.top[i].Start >= 0 && slices.Contains(names, n) {
+			vals = append(vals, w.top[i])
 		}
-		return e
-	})
-	for _, e := range jsonspan.RemoveMembers(doc, vals) {
+	}
+	slices.SortFunc(vals, func(a, b jsonspan.Span) int { return a.Start - b.Start })
+	for _, e := range jsonspan.RemoveMembers(w.Doc, vals) {
 		w.Edit(e.Start, e.End, nil, true)
 	}
 }

@@ -202,7 +202,7 @@ func (p *toolPlan) run() ([]byte, error) {
 	switch {
 	case p.emptyTop && p.choiceNode != nil:
 		p.x.Decide("tools", "drop", "no tool is left for the upstream: tools and tool_choice are not sent")
-		p.removeTools(p.choiceNode)()
+		p.removeTools()()
 	case p.emptyTop:
 		p.x.Decide("tools", "drop", "no tool is left for the upstream: tools is not sent")
 		e := jsonspan.RemoveMember(w.Doc, w.tools)

@@ -406,7 +406,7 @@ func (p *toolPlan) planChoice() (func(), error) {
 		case mode == choiceNone:
 			p.only = map[codecKey]bool{}
 			p.x.Decide("tool_choice", "degrade", "the upstream has no tool_choice none: no tools are sent")
-			return p.removeTools(top), nil
+			return p.removeTools(), nil
 		case mode == choiceRequired && p.t.UnsupportedChoice == actReject:
 			return nil, planError("unsupported_tool_choice", "tool_choice", "tool_choice \"required\" is not supported by the upstream %s (tools_plan profile %s)", state, p.t.Profile)
 		case mode == choiceRequired && modes[choiceAuto]:
@@ -620,17 +620,6 @@ func (p *toolPlan) removeChoice(top *ToolNode) func() {
 
 // removeTools deletes tools and tool_choice: the request must not call
 // tools and the upstream cannot be told so.
-func (p *toolPlan) removeTools(top *ToolNode) func() {
-	return func() {
-		vals := []jsonspan.Span{p.w.tools, top.obj()}
-		switch {
-		case p.w.tools.Start < 0:
-			vals = vals[1:]
-		case top.Start < p.w.tools.Start:
-			vals[0], vals[1] = vals[1], vals[0]
-		}
-		for _, e := range jsonspan.RemoveMembers(p.w.Doc, vals) {
-			p.w.Edit(e.Start, e.End, nil, true)
-		}
-	}
+func (p *toolPlan) removeTools() func() {
+	return func() { removeMembers(p.w, "tools", "tool_choice") }
 }

@@ -114,6 +114,10 @@ type ToolWalk struct {
 	echo      bool          // an edit touched a definition or tool_choice
 	// repeated is the first definition that repeats a key of its
 	// identity (type, name, namespace), or -1.
+	// top are the values of the top-level members that hold or steer
+	// tools, by the top* constants, found in the walk's one pass so rules
+	// that remove them need no second one.
+	top [topMembers]jsonspan.Span
 	// ambiguous is where the first definition or list is that repeats a
 	// key naming tools; "" when none does.
 	ambiguous string
@@ -165,6 +169,9 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 		return nil
 	}
 	w := &ToolWalk{Doc: body, Protocol: p, x: x, tools: jsonspan.NoSpan()}
+	for i := range w.top {
+		w.top[i] = jsonspan.NoSpan()
+	}
 	if pooled, ok := nodePool.Get().(*[]ToolNode); ok {
 		w.Nodes = (*pooled)[:0]
 	}
@@ -180,6 +187,7 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 			}
 			e := w.definitions(v, -1, "tools")
 			w.tools = jsonspan.Span{Start: v, End: e}
+			w.top[topTools] = w.tools
 			return e
 		case jsonspan.KeyIs(body, k, "input") && p == ProtocolResponses:
 			if w.inputs++; w.inputs > 1 {
@@ -194,7 +202,14 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 		case jsonspan.KeyIs(body, k, "tool_choice"):
 			e := jsonspan.SkipValue(body, v)
 			choice = jsonspan.Span{Start: v, End: e}
+			w.top[topChoice] = choice
 			return e
+		case jsonspan.KeyIs(body, k, "parallel_tool_calls"):
+			return w.topMember(topParallel, v)
+		case jsonspan.KeyIs(body, k, "functions") && p == ProtocolChat:
+			return w.topMember(topFunctions, v)
+		case jsonspan.KeyIs(body, k, "function_call") && p == ProtocolChat:
+			return w.topMember(topFunctionCall, v)
 		}
 		return jsonspan.SkipValue(body, v)
 	})
@@ -624,6 +639,26 @@ func (w *ToolWalk) Rewrite() []byte {
 		w.x.echo.needed = true
 	}
 	return w.x.applyEdits(w.Doc, w.edits)
+}
+
+// The top-level members a walk records, by their index in ToolWalk.top.
+const (
+	topTools = iota
+	topChoice
+	topParallel
+	topFunctions    // Chat's legacy functions list
+	topFunctionCall // and its choice
+	topMembers
+)
+
+// topNames are the members' keys, by the same index.
+var topNames = [topMembers]string{"tools", "tool_choice", "parallel_tool_calls", "functions", "function_call"}
+
+// topMember records a top-level member's value and returns its end.
+func (w *ToolWalk) topMember(i int, v int) int {
+	e := jsonspan.SkipValue(w.Doc, v)
+	w.top[i] = jsonspan.Span{Start: v, End: e}
+	return e
 }
 
 // ambiguousAt records the first place a key naming tools repeats. A
