@@ -162,7 +162,7 @@ func (t *ResponsesToChat) Provision(caddy.Context) error {
 	}
 	k, ok := bridgeProfiles[t.Profile]
 	if !ok {
-		return unknownProfile(t.Profile, bridgeProfiles)
+		return unknownPreset("profile", t.Profile, bridgeProfiles)
 	}
 	switch t.MaxTokensField {
 	case "":
@@ -203,41 +203,33 @@ func (t *ResponsesToChat) Provision(caddy.Context) error {
 //		reasoning replay|tool_calls|strip
 //	}
 func (t *ResponsesToChat) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // transform name
-	seen := map[string]bool{}
-	for d.NextBlock(0) {
-		opt := d.Val()
-		if seen[opt] {
-			return d.Errf("%s already specified", opt)
+	b := newRuleBlock(d)
+	for {
+		more, err := b.next()
+		if !more || err != nil {
+			return err
 		}
-		seen[opt] = true
-		if !d.NextArg() {
-			return d.ArgErr()
-		}
-		v := d.Val()
-		if d.NextArg() {
-			return d.ArgErr()
-		}
-		switch opt {
+		switch b.Opt {
 		case "profile":
-			t.Profile = v
+			err = b.one(&t.Profile)
 		case "max_tokens_field":
-			t.MaxTokensField = v
+			err = b.one(&t.MaxTokensField)
 		case "default_max_tokens":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return d.Errf("default_max_tokens: %q is not a whole number", v)
+			var n int
+			if n, err = b.number(); err == nil {
+				t.DefaultMaxTokens = &n
 			}
-			t.DefaultMaxTokens = &n
 		case "developer":
-			t.Developer = v
+			err = b.one(&t.Developer)
 		case "reasoning":
-			t.Reasoning = v
+			err = b.one(&t.Reasoning)
 		default:
-			return d.Errf("unrecognized option %q", opt)
+			return b.unknown()
+		}
+		if err != nil {
+			return err
 		}
 	}
-	return nil
 }
 
 // PairedPhases implements PairedPhases.

@@ -273,57 +273,48 @@ func (id ToolID) nameKey() string {
 // may default (one tool per line, best written in backticks); every other
 // option appears once.
 func (t *ToolsFilter) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // transform name
-	seen := map[string]bool{}
-	for d.NextBlock(0) {
-		opt := d.Val()
-		if seen[opt] && opt != "when" && opt != "default" {
-			return d.Errf("%s already specified", opt)
+	b := newRuleBlock(d, "when", "default")
+	for {
+		more, err := b.next()
+		if !more || err != nil {
+			return err
 		}
-		seen[opt] = true
-		args := d.RemainingArgs()
-		switch opt {
-		case "allow", "deny":
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			if opt == "allow" {
-				t.Allow = args
-			} else {
-				t.Deny = args
-			}
+		switch b.Opt {
+		case "allow":
+			err = b.list(&t.Allow)
+		case "deny":
+			err = b.list(&t.Deny)
 		case "when":
-			if len(args) < 3 {
-				return d.Errf("when: want <value> <op> <value>, got %d tokens", len(args))
+			if len(b.Args) < 3 {
+				return d.Errf("when: want <value> <op> <value>, got %d tokens", len(b.Args))
 			}
-			cond := strings.Join(args, " ")
+			cond := strings.Join(b.Args, " ")
 			if _, err := ParseCondition(cond); err != nil {
 				return d.Err(err.Error())
 			}
 			t.When = append(t.When, cond)
 		case "function_calling":
-			if len(args) != 1 {
-				return d.ArgErr()
-			}
-			t.FunctionCalling = args[0]
+			err = b.one(&t.FunctionCalling)
 		case "default":
-			if len(args) != 1 {
-				return d.Errf("default: want one tool as JSON (in backticks), got %d tokens", len(args))
+			if len(b.Args) != 1 {
+				return d.Errf("default: want one tool as JSON (in backticks), got %d tokens", len(b.Args))
 			}
-			if !json.Valid([]byte(args[0])) {
-				return d.Errf("default: %q is not valid JSON", args[0])
+			if !json.Valid([]byte(b.Args[0])) {
+				return d.Errf("default: %q is not valid JSON", b.Args[0])
 			}
-			t.Defaults = append(t.Defaults, json.RawMessage(args[0]))
+			t.Defaults = append(t.Defaults, json.RawMessage(b.Args[0]))
 		case "drop_undeclared_calls":
-			if len(args) != 0 {
+			if len(b.Args) != 0 {
 				return d.ArgErr()
 			}
 			t.DropUndeclaredCalls = true
 		default:
-			return d.Errf("unrecognized option %q", opt)
+			return b.unknown()
+		}
+		if err != nil {
+			return err
 		}
 	}
-	return nil
 }
 
 // Interface guards

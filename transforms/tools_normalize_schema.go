@@ -2,8 +2,8 @@ package transforms
 
 import (
 	"fmt"
+	"maps"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -148,17 +148,15 @@ func (t *ToolsNormalizeSchema) Provision(caddy.Context) error {
 	}
 	d, ok := schemaDialects[t.Dialect]
 	if !ok {
-		have := make([]string, 0, len(schemaDialects))
-		for n := range schemaDialects {
-			have = append(have, n)
-		}
-		sort.Strings(have)
-		return fmt.Errorf("dialect %q: unknown; have %s", t.Dialect, strings.Join(have, ", "))
+		return unknownPreset("dialect", t.Dialect, schemaDialects)
 	}
 	t.dialect = &d
 	t.all, t.strictOnly = d.all, d.strict
 	for _, r := range []*schemaRules{&t.all, &t.strictOnly} {
-		r.strip = cloneSet(r.strip)
+		r.strip = maps.Clone(r.strip) // the preset's is shared
+		if r.strip == nil {
+			r.strip = map[string]bool{}
+		}
 		for _, k := range t.StripKeywords {
 			if k == "" {
 				return fmt.Errorf("strip_keywords: empty keyword")
@@ -194,14 +192,6 @@ func (t *ToolsNormalizeSchema) Provision(caddy.Context) error {
 	return nil
 }
 
-func cloneSet(m map[string]bool) map[string]bool {
-	out := make(map[string]bool, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
 // rulesFor merges the rules of every function with a strict one's.
 func (t *ToolsNormalizeSchema) rulesFor(strict bool) *schemaRules {
 	if !strict {
@@ -209,10 +199,11 @@ func (t *ToolsNormalizeSchema) rulesFor(strict bool) *schemaRules {
 	}
 	r := t.all
 	s := t.strictOnly
-	r.strip = cloneSet(r.strip)
-	for k := range s.strip {
-		r.strip[k] = true
+	r.strip = maps.Clone(r.strip)
+	if r.strip == nil {
+		r.strip = map[string]bool{}
 	}
+	maps.Copy(r.strip, s.strip)
 	r.inline = r.inline || s.inline
 	r.enumString = r.enumString || s.enumString
 	if s.typeArrays != "" && t.TypeArrays == "" {
@@ -378,66 +369,34 @@ func summarize(did map[string]bool) string {
 //
 // Each option appears once; a switch without a value is true.
 func (t *ToolsNormalizeSchema) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // transform name
-	seen := map[string]bool{}
-	for d.NextBlock(0) {
-		opt := d.Val()
-		if seen[opt] {
-			return d.Errf("%s already specified", opt)
+	b := newRuleBlock(d)
+	for {
+		more, err := b.next()
+		if !more || err != nil {
+			return err
 		}
-		seen[opt] = true
-		args := d.RemainingArgs()
-		flag := func(dst **bool) error {
-			v := true
-			switch {
-			case len(args) == 0:
-			case len(args) == 1 && (args[0] == "true" || args[0] == "false"):
-				v = args[0] == "true"
-			default:
-				return d.Errf("%s: want true or false", opt)
-			}
-			*dst = &v
-			return nil
-		}
-		var err error
-		switch opt {
-		case "dialect", "type_arrays":
-			if len(args) != 1 {
-				return d.ArgErr()
-			}
-			if opt == "dialect" {
-				t.Dialect = args[0]
-			} else {
-				t.TypeArrays = args[0]
-			}
+		switch b.Opt {
+		case "dialect":
+			err = b.one(&t.Dialect)
+		case "type_arrays":
+			err = b.one(&t.TypeArrays)
 		case "strip_keywords":
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			t.StripKeywords = args
+			err = b.list(&t.StripKeywords)
 		case "inline_refs":
-			err = flag(&t.InlineRefs)
+			err = b.flag(&t.InlineRefs)
 		case "enum_to_string":
-			err = flag(&t.EnumToString)
+			err = b.flag(&t.EnumToString)
 		case "describe_dropped":
-			err = flag(&t.DescribeDropped)
+			err = b.flag(&t.DescribeDropped)
 		case "max_ref_depth":
-			if len(args) != 1 {
-				return d.ArgErr()
-			}
-			n, convErr := strconv.Atoi(args[0])
-			if convErr != nil || n < 0 {
-				return d.Errf("max_ref_depth: %q is not a whole number", args[0])
-			}
-			t.MaxRefDepth = n
+			t.MaxRefDepth, err = b.number()
 		default:
-			return d.Errf("unrecognized option %q", opt)
+			return b.unknown()
 		}
 		if err != nil {
 			return err
 		}
 	}
-	return nil
 }
 
 // Interface guards

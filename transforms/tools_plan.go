@@ -2,9 +2,8 @@ package transforms
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -129,7 +128,7 @@ func (t *ToolsPlan) Provision(ctx caddy.Context) error {
 	}
 	p, ok := presets[t.Profile]
 	if !ok {
-		return unknownProfile(t.Profile, presets)
+		return unknownPreset("profile", t.Profile, presets)
 	}
 	base := p.plan()
 	if t.NativeTypes == nil {
@@ -268,15 +267,11 @@ func (t *ToolsPlan) compile() error {
 	return nil
 }
 
-// unknownProfile is the error for a profile name not among names' keys,
-// listing them.
-func unknownProfile[V any](name string, names map[string]V) error {
-	have := make([]string, 0, len(names))
-	for n := range names {
-		have = append(have, n)
-	}
-	sort.Strings(have)
-	return fmt.Errorf("profile %q: unknown; have %s", name, strings.Join(have, ", "))
+// unknownPreset is the error for a preset name (a profile, a dialect)
+// not among names' keys, listing them; field names the option.
+func unknownPreset[V any](field, name string, names map[string]V) error {
+	have := slices.Sorted(maps.Keys(names))
+	return fmt.Errorf("%s %q: unknown; have %s", field, name, strings.Join(have, ", "))
 }
 
 // action is what the plan does with a tool type: native, degrade, drop or
@@ -320,85 +315,56 @@ func (t *ToolsPlan) action(typ string) string {
 // Modes are none, auto, required, named and allowed_tools. Each option may
 // appear once; a type line once per type.
 func (t *ToolsPlan) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // transform name
-	seen := map[string]bool{}
-	for d.NextBlock(0) {
-		opt := d.Val()
-		if seen[opt] {
-			return d.Errf("%s already specified", opt)
+	b := newRuleBlock(d)
+	for {
+		more, err := b.next()
+		if !more || err != nil {
+			return err
 		}
-		seen[opt] = true
-		args := d.RemainingArgs()
-		one := func(dst *string) error {
-			if len(args) != 1 {
-				return d.ArgErr()
-			}
-			*dst = args[0]
-			return nil
-		}
-		list := func(dst *[]string) error {
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			*dst = args
-			return nil
-		}
-		number := func() (int, error) {
-			if len(args) != 1 {
-				return 0, d.ArgErr()
-			}
-			n, err := strconv.Atoi(args[0])
-			if err != nil || n < 0 {
-				return 0, d.Errf("%s: %q is not a whole number", opt, args[0])
-			}
-			return n, nil
-		}
-		var err error
-		switch opt {
+		switch b.Opt {
 		case "profile":
-			err = one(&t.Profile)
+			err = b.one(&t.Profile)
 		case "native_types":
-			err = list(&t.NativeTypes)
+			err = b.list(&t.NativeTypes)
 		case "unknown_types":
-			err = one(&t.UnknownTypes)
+			err = b.one(&t.UnknownTypes)
 		case "namespaces":
-			err = one(&t.Namespaces)
+			err = b.one(&t.Namespaces)
 		case "namespace_separator":
-			err = one(&t.NamespaceSeparator)
+			err = b.one(&t.NamespaceSeparator)
 		case "tool_choice":
-			err = list(&t.ToolChoice)
+			err = b.list(&t.ToolChoice)
 		case "thinking_tool_choice":
-			err = list(&t.ThinkingToolChoice)
+			err = b.list(&t.ThinkingToolChoice)
 		case "unsupported_choice":
-			err = one(&t.UnsupportedChoice)
+			err = b.one(&t.UnsupportedChoice)
 		case "max_tools":
 			var n int
-			if n, err = number(); err == nil {
+			if n, err = b.number(); err == nil {
 				t.MaxTools = &n
 			}
 		case "name_pattern":
-			err = one(&t.NamePattern)
+			err = b.one(&t.NamePattern)
 		case "max_name_length":
-			t.MaxNameLength, err = number()
+			t.MaxNameLength, err = b.number()
 		case "thinking_models":
-			err = list(&t.ThinkingModels)
+			err = b.list(&t.ThinkingModels)
 		case "thinking_fields":
-			err = list(&t.ThinkingFields)
+			err = b.list(&t.ThinkingFields)
 		default:
 			// A tool type and its action: "web_search drop".
-			if len(args) != 1 || !slices.Contains([]string{actNative, actDegrade, actDrop, actReject}, args[0]) {
-				return d.Errf("unrecognized option %q (a tool type takes one of native, degrade, drop, reject)", opt)
+			if len(b.Args) != 1 || !slices.Contains([]string{actNative, actDegrade, actDrop, actReject}, b.Args[0]) {
+				return d.Errf("unrecognized option %q (a tool type takes one of native, degrade, drop, reject)", b.Opt)
 			}
 			if t.Types == nil {
 				t.Types = map[string]string{}
 			}
-			t.Types[opt] = args[0]
+			t.Types[b.Opt] = b.Args[0]
 		}
 		if err != nil {
 			return err
 		}
 	}
-	return nil
 }
 
 // Interface guards

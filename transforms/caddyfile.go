@@ -1,0 +1,88 @@
+package transforms
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+// ruleBlock reads the options of a transform's rule block one line at a
+// time, the same way for every transform: an option given twice is an
+// error naming it (unless it is one of the repeatable ones), and each
+// option's arguments are checked by the helpers below.
+type ruleBlock struct {
+	d          *caddyfile.Dispenser
+	repeatable []string
+	seen       map[string]bool
+	// Opt is the option of the current line, Args its arguments.
+	Opt  string
+	Args []string
+}
+
+// newRuleBlock starts reading the block after the transform's name.
+func newRuleBlock(d *caddyfile.Dispenser, repeatable ...string) *ruleBlock {
+	d.Next() // the transform's name
+	return &ruleBlock{d: d, repeatable: repeatable, seen: map[string]bool{}}
+}
+
+// next moves to the block's next line.
+func (b *ruleBlock) next() (bool, error) {
+	if !b.d.NextBlock(0) {
+		return false, nil
+	}
+	b.Opt = b.d.Val()
+	if b.seen[b.Opt] && !slices.Contains(b.repeatable, b.Opt) {
+		return false, b.d.Errf("%s already specified", b.Opt)
+	}
+	b.seen[b.Opt] = true
+	b.Args = b.d.RemainingArgs()
+	return true, nil
+}
+
+// one sets dst to the line's single argument.
+func (b *ruleBlock) one(dst *string) error {
+	if len(b.Args) != 1 {
+		return b.d.ArgErr()
+	}
+	*dst = b.Args[0]
+	return nil
+}
+
+// list sets dst to the line's arguments, of which there must be some.
+func (b *ruleBlock) list(dst *[]string) error {
+	if len(b.Args) == 0 {
+		return b.d.ArgErr()
+	}
+	*dst = b.Args
+	return nil
+}
+
+// number reads the line's single argument as a whole number.
+func (b *ruleBlock) number() (int, error) {
+	if len(b.Args) != 1 {
+		return 0, b.d.ArgErr()
+	}
+	n, err := strconv.Atoi(b.Args[0])
+	if err != nil || n < 0 {
+		return 0, b.d.Errf("%s: %q is not a whole number", b.Opt, b.Args[0])
+	}
+	return n, nil
+}
+
+// flag sets dst from a switch: no argument is true, else true or false.
+func (b *ruleBlock) flag(dst **bool) error {
+	v := true
+	switch {
+	case len(b.Args) == 0:
+	case len(b.Args) == 1 && (b.Args[0] == "true" || b.Args[0] == "false"):
+		v = b.Args[0] == "true"
+	default:
+		return b.d.Errf("%s: want true or false", b.Opt)
+	}
+	*dst = &v
+	return nil
+}
+
+// unknown is the error for an option the transform does not have.
+func (b *ruleBlock) unknown() error { return b.d.Errf("unrecognized option %q", b.Opt) }
