@@ -455,7 +455,17 @@ func TestReadBodyKeepsNoGarbage(t *testing.T) {
 	if raceEnabled {
 		return
 	}
-	if n, _, _ := read(); n > 1<<20 {
-		t.Fatalf("with a pooled buffer, reading %d bytes allocated %d", len(body), n)
+	// sync.Pool may drop what it holds at any garbage collection, so a
+	// collection between the release and the read can empty it: the
+	// buffer must be reused within a few tries, not on the first.
+	var last uint64
+	for try := 0; try < 3; try++ {
+		var l *bodyLease
+		if last, _, l = read(); last <= 1<<20 {
+			return
+		}
+		l.acquire()
+		l.release()
 	}
+	t.Fatalf("with a pooled buffer, reading %d bytes allocated %d, three times", len(body), last)
 }
