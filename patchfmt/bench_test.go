@@ -138,3 +138,61 @@ func BenchmarkPatch(b *testing.B) {
 		})
 	}
 }
+
+// streamPatch is the kind of patch a model streams: about 15 KB of
+// Update File hunks with quotes, backslashes and non-ASCII text on every
+// changed line.
+func streamPatch() string {
+	var b strings.Builder
+	b.WriteString("*** Begin Patch\n")
+	for i := range 92 {
+		if i%4 == 0 {
+			fmt.Fprintf(&b, "*** Update File: src/módulo_%d.py\n", i/4)
+		}
+		b.WriteString("@@ def grüße():\n")
+		fmt.Fprintf(&b, "-    print(\"Hallo \\\"%d\\\"\", r\"C:\\temp\\alt_%d\") # naïve\n", i, i)
+		fmt.Fprintf(&b, "+    print(\"Grüße, \\\"Welt\\\" — %d 🦀\", r\"C:\\Users\\José\\neu_%d\") # ça\n", i, i)
+	}
+	b.WriteString("*** End Patch\n")
+	return b.String()
+}
+
+// BenchmarkStream feeds streamPatch to a fresh Normalizer in 12-byte pieces
+// through AppendWrite into a reused buffer, as the stream engine does with
+// the argument deltas of an apply_patch call.
+func BenchmarkStream(b *testing.B) {
+	in := streamPatch()
+	if Normalize(in) != in {
+		b.Fatal("streamPatch is not canonical")
+	}
+	var pieces []string
+	for s := in; len(s) > 0; {
+		k := min(len(s), 12)
+		pieces = append(pieces, s[:k])
+		s = s[k:]
+	}
+	var dst []byte
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		n := new(Normalizer)
+		for _, p := range pieces {
+			dst = n.AppendWrite(dst[:0], p)
+		}
+		sink = append(dst[:0], n.Finish()...)
+	}
+}
+
+// BenchmarkParseStream parses streamPatch, as the stream engine checks each
+// restored patch.
+func BenchmarkParseStream(b *testing.B) {
+	in := streamPatch()
+	if _, err := Parse(in); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = Parse(in)
+	}
+}

@@ -56,15 +56,17 @@ type Normalizer struct {
 	preOut    []byte // output produced while the wrapper is unconfirmed
 
 	// line splitting
-	pend   string // partial line, not yet copied
-	part   []byte // partial line built from several pieces
-	blanks int    // blank lines not yet known not to be trailing
+	pend    string // partial line, not yet copied
+	part    []byte // partial line built from several pieces; reused line after line
+	scratch bool   // the line being ruled on is a view of part: see keep
+	kept    []byte // copies of scratch lines held in hdr or hunk: see keep
+	blanks  int    // blank lines not yet known not to be trailing
 
 	// line rules
 	inPatch  bool
 	add      bool     // in an Add File section
 	sec      bool     // in an Update File section
-	hdr      string   // its header, until written
+	hdr      string   // its header, until written (then "")
 	hdrOut   bool     // the header has been written
 	afterHdr bool     // a Move to line would still belong to the header
 	live     bool     // the current hunk is not a no-op and is written as it comes
@@ -100,8 +102,11 @@ func (n *Normalizer) Write(piece string) string {
 func (n *Normalizer) AppendWrite(dst []byte, piece string) []byte {
 	n.grow = len(piece) + len(piece)/16
 	n.write(piece)
-	dst = append(dst, n.out...)
-	n.out = n.out[:0]
+	if len(n.out) > 0 {
+		// Most pieces release nothing: not even a call to copy it.
+		dst = append(dst, n.out...)
+		n.out = n.out[:0]
+	}
 	return dst
 }
 
@@ -119,9 +124,6 @@ func (n *Normalizer) write(p string) {
 		n.feed(p)
 		return
 	}
-	if !n.oneShot && !n.confirmed {
-		n.raw = append(n.raw, p...)
-	}
 	if n.st == wDetect {
 		i := 0
 		for ; i < len(p); i++ {
@@ -130,6 +132,14 @@ func (n *Normalizer) write(p string) {
 				continue
 			}
 			if c != openTag[n.tagk] {
+				if !n.oneShot && len(n.raw) == 0 {
+					// The usual case, a patch that starts in the first
+					// piece: the piece is the whole input so far, and
+					// replaying it needs no copy.
+					n.replay(false, p)
+					return
+				}
+				n.keepRaw(p)
 				n.fallback(false)
 				return
 			}
@@ -138,13 +148,24 @@ func (n *Normalizer) write(p string) {
 				break
 			}
 		}
+		n.keepRaw(p)
 		if i == len(p) {
 			return
 		}
 		n.st, n.tagk, n.wrapped = wHeader, 0, true
 		p = p[i+1:]
+		n.wrap(p)
+		return
 	}
+	n.keepRaw(p)
 	n.wrap(p)
+}
+
+// keepRaw records input that fallback may have to replay.
+func (n *Normalizer) keepRaw(p string) {
+	if !n.oneShot && !n.confirmed {
+		n.raw = append(n.raw, p...)
+	}
 }
 
 // wrap runs the wrapper states over p.
@@ -296,6 +317,11 @@ func (n *Normalizer) fallback(verbatim bool) {
 	if !n.oneShot {
 		raw = string(n.raw)
 	}
+	n.replay(verbatim, raw)
+}
+
+// replay is fallback with the whole input so far given as raw.
+func (n *Normalizer) replay(verbatim bool, raw string) {
 	n.resetLines()
 	n.st, n.tagk, n.wrapped, n.verbatim = wPlain, 0, false, verbatim
 	n.raw, n.hold, n.tail, n.preOut, n.fresh = nil, nil, nil, nil, false
@@ -332,11 +358,12 @@ func (n *Normalizer) finish() {
 // feed splits text into lines.
 func (n *Normalizer) feed(p string) {
 	for {
-		i := strings.IndexByte(p, '\n')
+		i := indexLF(p)
 		if i < 0 {
 			break
 		}
 		n.line(n.join(p[:i]))
+		n.scratch = false
 		p = p[i+1:]
 	}
 	switch {
@@ -344,13 +371,20 @@ func (n *Normalizer) feed(p string) {
 	case n.pend == "" && len(n.part) == 0:
 		n.pend = p
 	default:
+		if cap(n.part) == 0 {
+			// Room for a typical line at once, rather than growing to it.
+			n.part = make([]byte, 0, max(len(n.pend)+len(p), 256))
+		}
 		n.part = append(n.part, n.pend...)
 		n.part = append(n.part, p...)
 		n.pend = ""
 	}
 }
 
-// join completes the partial line with s.
+// join completes the partial line with s. A line built from several pieces
+// is returned as a view of part, valid until part is next written: only
+// while the line is ruled on, so that a line costs no allocation. What
+// holds on to a line longer copies it with keep.
 func (n *Normalizer) join(s string) string {
 	if len(n.part) == 0 {
 		if n.pend == "" {
@@ -364,15 +398,45 @@ func (n *Normalizer) join(s string) string {
 	n.part = append(n.part, n.pend...)
 	n.part = append(n.part, s...)
 	n.pend = ""
-	s = string(n.part)
+	s = unsafe.String(unsafe.SliceData(n.part), len(n.part))
 	n.part = n.part[:0]
+	n.scratch = true
 	return s
+}
+
+// keep returns s, part of the line being ruled on, in memory that outlives
+// the line: hdr and hunk hold lines beyond it. Pieces and what Normalize
+// reads stay valid as they are; a view of part is copied to kept. Bytes of
+// kept are not written again while hdr or hunk may refer to them, and
+// release recycles kept once neither does, so that a patch costs a few
+// buffers rather than a string per held line.
+func (n *Normalizer) keep(s string) string {
+	if !n.scratch || s == "" {
+		return s
+	}
+	if cap(n.kept)-len(n.kept) < len(s) {
+		// A new block: the old one still backs the held lines and is
+		// left to them.
+		n.kept = make([]byte, 0, max(2*cap(n.kept), len(s), 512))
+	}
+	start := len(n.kept)
+	n.kept = append(n.kept, s...)
+	b := n.kept[start:]
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// release lets kept be written over once no held line refers to it.
+func (n *Normalizer) release() {
+	if n.hdr == "" && len(n.hunk) == 0 {
+		n.kept = n.kept[:0]
+	}
 }
 
 // flush ends the last line if the input did not.
 func (n *Normalizer) flush() {
 	if n.pend != "" || len(n.part) > 0 {
 		n.line(n.join(""))
+		n.scratch = false
 	}
 }
 
@@ -439,7 +503,7 @@ func (n *Normalizer) rule(l string) {
 		}
 		n.endSection()
 		if strings.HasPrefix(t, "*** Update File") {
-			n.sec, n.hdr, n.afterHdr = true, t, true
+			n.sec, n.hdr, n.afterHdr = true, n.keep(t), true
 			return
 		}
 		n.emitLine(t)
@@ -448,7 +512,7 @@ func (n *Normalizer) rule(l string) {
 		if n.sec {
 			n.finishHunk()
 			n.afterHdr, n.marked = false, true
-			n.hunk = append(n.hunk, t)
+			n.hunk = append(n.hunk, n.keep(t))
 			return
 		}
 		n.emitLine(t)
@@ -480,7 +544,7 @@ func (n *Normalizer) body1(l string) {
 		n.emitLine(l)
 		return
 	}
-	n.hunk = append(n.hunk, l)
+	n.hunk = append(n.hunk, n.keep(l))
 	if l == "" || l[0] == '\\' {
 		return
 	}
@@ -532,6 +596,7 @@ func (n *Normalizer) finishHunk() {
 func (n *Normalizer) resetHunk() {
 	clear(n.hunk)
 	n.hunk, n.minus, n.plus, n.cmp, n.marked = n.hunk[:0], n.minus[:0], n.plus[:0], 0, false
+	n.release()
 }
 
 func (n *Normalizer) endSection() {
@@ -540,12 +605,14 @@ func (n *Normalizer) endSection() {
 	}
 	n.finishHunk()
 	n.sec, n.hdr, n.hdrOut, n.afterHdr = false, "", false, false
+	n.release()
 }
 
 func (n *Normalizer) emitHeader() {
 	if !n.hdrOut {
 		n.emitLine(n.hdr)
-		n.hdrOut = true
+		// Written, the header is not read again and need not be kept.
+		n.hdr, n.hdrOut = "", true
 	}
 }
 
@@ -605,9 +672,26 @@ func (n *Normalizer) emit(s string) {
 		n.out = append(n.out, n.src[:n.pos]...)
 	}
 	if cap(n.out) == 0 {
-		n.out = make([]byte, 0, max(n.grow, len(s)))
+		// Small pieces release whole lines, or a held hunk at once: room
+		// for a few lines spares the first growth steps of append.
+		n.out = make([]byte, 0, max(n.grow, len(s), 512))
 	}
 	n.out = append(n.out, s...)
+}
+
+// indexLF is strings.IndexByte(s, '\n'), by hand for the short pieces a
+// stream is cut into, where the call and setup of the vector search cost
+// more than the bytes.
+func indexLF(s string) int {
+	if len(s) > 16 {
+		return strings.IndexByte(s, '\n')
+	}
+	for i := range len(s) {
+		if s[i] == '\n' {
+			return i
+		}
+	}
+	return -1
 }
 
 func isEndOfFile(t string) bool {

@@ -92,6 +92,7 @@ const (
 type arena[T any] struct {
 	block []T
 	lo    int // start of the open run
+	hint  int // if not 0, the size of the first block
 }
 
 func (a *arena[T]) add(v T) {
@@ -100,6 +101,9 @@ func (a *arena[T]) add(v T) {
 		// contiguous; the old block keeps the runs already taken.
 		run := a.block[a.lo:]
 		size := max(64, min(2*cap(a.block), 8192), 2*len(run))
+		if cap(a.block) == 0 && a.hint > 0 {
+			size = a.hint
+		}
 		a.block = append(make([]T, 0, size), run...)
 		a.lo = 0
 	}
@@ -214,6 +218,7 @@ func (p *parser) parse() error {
 	if err := p.needLF(); err != nil {
 		return err
 	}
+	p.presize()
 	if p.next() {
 		if env, ok := strings.CutPrefix(p.line, envPrefix); ok {
 			if env == "" {
@@ -273,6 +278,45 @@ func (p *parser) parse() error {
 			return p.errHere(expect)
 		}
 	}
+}
+
+// presize sizes the hunks and the arenas' first blocks from a count of the
+// lines that can fill them, once the text opens like a patch: one block
+// each of the size needed, instead of the doubling blocks that the arenas
+// would leave partly used. A count that falls short only means more
+// blocks.
+func (p *parser) presize() {
+	hunks, updates, ats, adds, lines := 0, 0, 0, 0, 0
+	add := false
+	for s := p.s[p.off:]; s != ""; {
+		switch s[0] {
+		case '*':
+			hunks++
+			add = strings.HasPrefix(s, addPrefix)
+			if strings.HasPrefix(s, updatePrefix) {
+				updates++
+			}
+		case '@':
+			ats++
+		case '+':
+			if add {
+				adds++
+			} else {
+				lines++
+			}
+		case ' ', '-':
+			lines++
+		}
+		i := strings.IndexByte(s, '\n')
+		if i < 0 {
+			break
+		}
+		s = s[i+1:]
+	}
+	// Every "*** " line but "*** End Patch" may open a hunk; each update
+	// may start with an unmarked chunk.
+	p.hunks = make([]Hunk, 0, max(hunks-1, 0))
+	p.chunks.hint, p.adds.hint, p.lines.hint = ats+updates, adds, lines
 }
 
 // path checks the header line just read, which starts with prefix.

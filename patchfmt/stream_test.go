@@ -32,9 +32,11 @@ func randomSplit(s string, seed uint64) []string {
 	return pieces
 }
 
-// checkStreaming checks Write+Finish against Normalize for splits of s.
+// checkStreaming checks Write+Finish against Normalize for splits of s,
+// and everything against the legacy copy.
 func checkStreaming(t testing.TB, s string) {
 	t.Helper()
+	checkLegacy(t, s)
 	want := Normalize(s)
 	if got := streamed(s); got != want {
 		t.Fatalf("one piece: got %q, want %q", got, want)
@@ -263,4 +265,53 @@ func TestNormalizerLinear(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkLegacy checks Normalize, and Write, AppendWrite and Finish call by
+// call, against the copy of the implementation in legacy_test.go, for
+// splits of s: in one piece, byte by byte, in the 12-byte pieces of a
+// stream and at random points. One Normalizer of each kind serves every
+// split, so that reuse after Finish is compared too.
+func checkLegacy(t testing.TB, s string) {
+	t.Helper()
+	if got, want := Normalize(s), legacyNormalize(s); got != want {
+		t.Fatalf("Normalize(%q) = %q, legacy %q", s, got, want)
+	}
+	splits := [][]string{{s}, fixedSplit(s, 1), fixedSplit(s, 12)}
+	for seed := range uint64(3) {
+		splits = append(splits, randomSplit(s, seed+100))
+	}
+	var n Normalizer
+	var old legacyNormalizer
+	var dst, oldDst []byte
+	for _, pieces := range splits {
+		for i, p := range pieces {
+			if i%2 == 0 {
+				if got, want := n.Write(p), old.Write(p); got != want {
+					t.Fatalf("pieces %q: Write #%d = %q, legacy %q", pieces, i, got, want)
+				}
+				continue
+			}
+			dst, oldDst = n.AppendWrite(dst[:0], p), old.AppendWrite(oldDst[:0], p)
+			if string(dst) != string(oldDst) {
+				t.Fatalf("pieces %q: AppendWrite #%d = %q, legacy %q", pieces, i, dst, oldDst)
+			}
+		}
+		if got, want := n.Finish(), old.Finish(); got != want {
+			t.Fatalf("pieces %q: Finish = %q, legacy %q", pieces, got, want)
+		}
+	}
+}
+
+// fixedSplit cuts s into pieces of k bytes, the last one shorter.
+func fixedSplit(s string, k int) []string {
+	var pieces []string
+	for len(s) > k {
+		pieces = append(pieces, s[:k])
+		s = s[k:]
+	}
+	if s != "" {
+		pieces = append(pieces, s)
+	}
+	return pieces
 }
