@@ -71,19 +71,38 @@ type ArgsDecoder struct {
 // Write returns ErrLimit, without recording frag, when the raw total would
 // exceed Limit; the error is sticky until Reset.
 func (d *ArgsDecoder) Write(frag []byte) (decoded []byte, err error) {
+	out, err := d.AppendWrite(d.out[:0], frag)
+	if err != nil {
+		return nil, err
+	}
+	d.out = out
+	return out, nil
+}
+
+// AppendWrite is Write for callers that collect the decoded text in a
+// buffer of their own: it records frag as Write does and appends the newly
+// decoded text to dst instead of to an internal buffer, saving the caller
+// a copy. It returns the extended dst, which is dst itself when nothing new
+// is decodable, and on error dst unchanged with Write's error. dst may be
+// nil; it must not share memory with the result of Raw.
+func (d *ArgsDecoder) AppendWrite(dst, frag []byte) ([]byte, error) {
 	if d.err != nil {
-		return nil, d.err
+		return dst, d.err
 	}
 	if d.Limit > 0 && len(d.raw)+len(frag) > d.Limit {
 		d.err = ErrLimit
-		return nil, d.err
+		return dst, d.err
 	}
 	d.raw = append(d.raw, frag...)
-	d.out = d.out[:0]
-	if d.st < stDone {
-		d.run()
+	if d.st == stInput {
+		// Nearly every fragment lands inside the input string; decoding it
+		// directly skips run's state dispatch.
+		return d.input(dst), nil
 	}
-	return d.out, nil
+	if d.st < stDone {
+		dst = d.run(dst)
+	}
+	return dst, nil
 }
 
 // Raw returns all raw argument bytes received so far. The result is only
@@ -112,10 +131,26 @@ func (d *ArgsDecoder) Reset() {
 	}
 }
 
-// run advances the state machine over the unconsumed raw bytes. A unit that
-// is not complete yet (an escape, a UTF-8 sequence, a literal) is left
+// input decodes the unconsumed raw bytes of the input string onto dst, in
+// state stInput, and returns the extended dst.
+func (d *ArgsDecoder) input(dst []byte) []byte {
+	dst, i, r := unquote(dst, d.raw, d.pos)
+	d.pos = i
+	switch r {
+	case strEnd:
+		d.complete = true
+		d.st = stDone
+	case strBad:
+		d.st = stFail
+	}
+	return dst
+}
+
+// run advances the state machine over the unconsumed raw bytes, appending
+// decoded input text to dst, and returns the extended dst. A unit that is
+// not complete yet (an escape, a UTF-8 sequence, a literal) is left
 // unconsumed and examined again by the next Write.
-func (d *ArgsDecoder) run() {
+func (d *ArgsDecoder) run(dst []byte) []byte {
 	s, i := d.raw, d.pos
 loop:
 	for i < len(s) && d.st < stDone {
@@ -187,17 +222,8 @@ loop:
 				d.st = stFail
 			}
 		case stInput:
-			var r int
-			d.out, i, r = unquote(d.out, s, i)
-			switch r {
-			case strMore:
-				break loop
-			case strEnd:
-				d.complete = true
-				d.st = stDone
-			default:
-				d.st = stFail
-			}
+			d.pos = i
+			return d.input(dst) // nothing after the input is examined
 		case stString:
 			var done bool
 			if i, done = skipString(s, i); !done {
@@ -232,6 +258,7 @@ loop:
 		}
 	}
 	d.pos = i
+	return dst
 }
 
 // skipNested skips through a nested object or array, tracking its strings
@@ -301,21 +328,63 @@ const (
 	strBad         // malformed string
 )
 
+// plainASCII marks the ASCII bytes a JSON string holds as they are: not
+// '"', '\\' or a control character.
+var plainASCII = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// shortEscape maps the byte after a backslash to what the two-byte escape
+// decodes to; 0 for 'u' and for bytes that make no valid escape (no
+// two-byte escape decodes to 0).
+var shortEscape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
 // unquote decodes JSON string content from s[i:] onto dst until the closing
 // quote, the end of s or an error, with the same results as encoding/json.
 // It returns the extended dst and the index after what it consumed; an
 // incomplete escape or UTF-8 sequence at the end of s is left unconsumed.
+//
+// Code in arguments has an escape or a non-ASCII character every few
+// bytes, so the loop is built for short runs: plain ASCII and complete,
+// valid UTF-8 sequences are only stepped over (four table lookups at a
+// time while they last, as jsonspan.SkipString does) and appended in one
+// piece when something must be decoded; two-byte escapes are decoded in
+// place. Only \u escapes, invalid or incomplete UTF-8 and errors take the
+// general path.
 func unquote(dst, s []byte, i int) ([]byte, int, int) {
+	start := i // s[start:i] is decoded text not yet appended to dst
 	for {
-		n := jsonspan.PlainRun(s[i:])
-		dst = append(dst, s[i:i+n]...)
-		if i += n; i == len(s) {
-			return dst, i, strMore
+		for i+4 <= len(s) && plainASCII[s[i]] && plainASCII[s[i+1]] && plainASCII[s[i+2]] && plainASCII[s[i+3]] {
+			i += 4
 		}
-		switch c := s[i]; {
+		for i < len(s) && plainASCII[s[i]] {
+			i++
+		}
+		if i == len(s) {
+			return append(dst, s[start:]...), i, strMore
+		}
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			if n := validUTF8(s[i:]); n > 0 {
+				i += n // valid UTF-8 is copied as it is, as encoding/json does
+				continue
+			}
+		}
+		dst = append(dst, s[start:i]...)
+		switch {
 		case c == '"':
 			return dst, i + 1, strEnd
 		case c == '\\':
+			if i+1 < len(s) {
+				if e := shortEscape[s[i+1]]; e != 0 {
+					dst = append(dst, e)
+					i += 2
+					break
+				}
+			}
 			var m int
 			if dst, m = jsonspan.DecodeEscape(dst, s[i:]); m <= 0 {
 				if m == 0 {
@@ -327,6 +396,7 @@ func unquote(dst, s []byte, i int) ([]byte, int, int) {
 		case c < 0x20:
 			return dst, i, strBad
 		default:
+			// Invalid or incomplete UTF-8 (validUTF8 took the rest).
 			if !utf8.FullRune(s[i:]) {
 				return dst, i, strMore
 			}
@@ -338,5 +408,45 @@ func unquote(dst, s []byte, i int) ([]byte, int, int) {
 			}
 			i += size
 		}
+		start = i
 	}
+}
+
+// validUTF8 returns the length of the complete, valid multi-byte UTF-8
+// sequence at the start of s, or 0 when there is none (an invalid byte, or
+// a sequence s cuts short). It is utf8.DecodeRune's check, inlined for the
+// sequences that text has every few bytes, without decoding the rune.
+func validUTF8(s []byte) int {
+	c := s[0]
+	switch {
+	case c >= 0xc2 && c < 0xe0:
+		if len(s) >= 2 && s[1]&0xc0 == 0x80 {
+			return 2
+		}
+	case c >= 0xe0 && c < 0xf0:
+		// E0 needs A0..BF after it (no overlong forms), ED 80..9F (no
+		// surrogates).
+		lo, hi := byte(0x80), byte(0xbf)
+		if c == 0xe0 {
+			lo = 0xa0
+		} else if c == 0xed {
+			hi = 0x9f
+		}
+		if len(s) >= 3 && s[1] >= lo && s[1] <= hi && s[2]&0xc0 == 0x80 {
+			return 3
+		}
+	case c >= 0xf0 && c < 0xf5:
+		// F0 needs 90..BF after it (no overlong forms), F4 80..8F (nothing
+		// beyond U+10FFFF).
+		lo, hi := byte(0x80), byte(0xbf)
+		if c == 0xf0 {
+			lo = 0x90
+		} else if c == 0xf4 {
+			hi = 0x8f
+		}
+		if len(s) >= 4 && s[1] >= lo && s[1] <= hi && s[2]&0xc0 == 0x80 && s[3]&0xc0 == 0x80 {
+			return 4
+		}
+	}
+	return 0
 }

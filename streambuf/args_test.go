@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // decodeChunks writes in to d in fragments of size n and returns the
@@ -146,6 +147,53 @@ func TestArgsDecoderLimit(t *testing.T) {
 	}
 	if got, err := d.Write([]byte(`{"input":"x"}`)); err == nil || len(got) != 0 {
 		t.Errorf("13 bytes under limit 12: %q, %v", got, err)
+	}
+}
+
+func TestArgsDecoderAppendWrite(t *testing.T) {
+	d := ArgsDecoder{Limit: 20}
+	dst := []byte("pre:")
+	var err error
+	for _, f := range []string{`{"inp`, `ut":"a\`, `"b\u00`, `e9`} {
+		if dst, err = d.AppendWrite(dst, []byte(f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if string(dst) != `pre:a"bé` || string(d.Raw()) != `{"input":"a\"b\u00e9` {
+		t.Fatalf("AppendWrite: %q, Raw %q", dst, d.Raw())
+	}
+	got, err := d.AppendWrite(dst, []byte(`"}`))
+	if !errors.Is(err, ErrLimit) || string(got) != string(dst) {
+		t.Fatalf("over limit: %q, %v", got, err)
+	}
+	if got, err := d.AppendWrite(nil, nil); !errors.Is(err, ErrLimit) || got != nil {
+		t.Errorf("error not sticky: %q, %v", got, err)
+	}
+}
+
+// TestValidUTF8 checks unquote's inlined UTF-8 check against
+// utf8.DecodeRune for every lead and second byte, with continuation bytes
+// at their limits, and for sequences cut short.
+func TestValidUTF8(t *testing.T) {
+	tails := []byte{0x00, 'a', 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xff}
+	for c0 := 0x80; c0 < 0x100; c0++ {
+		for c1 := range 0x100 {
+			for _, c2 := range tails {
+				for _, c3 := range tails {
+					full := []byte{byte(c0), byte(c1), c2, c3}
+					for n := 1; n <= 4; n++ {
+						s := full[:n]
+						want := 0
+						if r, size := utf8.DecodeRune(s); size > 1 || r != utf8.RuneError {
+							want = size
+						}
+						if got := validUTF8(s); got != want {
+							t.Fatalf("validUTF8(% x) = %d, want %d", s, got, want)
+						}
+					}
+				}
+			}
+		}
 	}
 }
 

@@ -3,8 +3,10 @@ package streambuf
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -36,7 +38,10 @@ func FuzzParser(f *testing.F) {
 	f.Add([]byte("\n\r\n\r\rdata: tail"), []byte{2, 0})
 	f.Add(responsesStream(12), []byte{5, 11, 2})
 	f.Add([]byte("id: 1\nretry: 300\nevent: a\ndata: b\n\nid:\ndata: c\n\n"), []byte{3})
+	f.Add([]byte("event: a\ndata: 1\n\nevent: b\ndata: 2\n\ndata: 3\n\nevent: c\ndata: 4\ndata: 5\n\nevent: d\n\nevent: \ndata: \n\ndata: x\r\n\n"), []byte{0x85, 0x82, 7, 20})
+	f.Add([]byte("event: a\ndata: 1\n\nevent: b\ndata: 2\n\nevent: c\ndata: 3"), []byte{0x81, 0x81, 2})
 	f.Fuzz(func(t *testing.T, in, sizes []byte) {
+		checkParserAgainstRef(t, in, sizes)
 		// The id and retry of each event, which a rewrite must keep.
 		var fields []kept
 		var p0 Parser
@@ -188,6 +193,19 @@ func checkArgs(t *testing.T, in, sizes []byte) {
 		t.Fatalf("split %q: %q %v/%v/%v; whole: %q %v/%v/%v", in, got,
 			d.Streaming(), d.InputComplete(), d.Failed(), w, wStreaming, wComplete, wFailed)
 	}
+	// AppendWrite appends what Write returns.
+	d2 := ArgsDecoder{}
+	app := []byte("x")
+	sp = splitter{sizes: sizes}
+	sp.split(in, func(c []byte) {
+		var err error
+		if app, err = d2.AppendWrite(app, c); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if string(app) != "x"+string(got) || d2.InputComplete() != d.InputComplete() || d2.Failed() != d.Failed() {
+		t.Fatalf("AppendWrite %q: %q %v/%v; Write %q %v/%v", in, app, d2.InputComplete(), d2.Failed(), got, d.InputComplete(), d.Failed())
+	}
 	if !bytes.Equal(d.Raw(), in) {
 		t.Fatalf("Raw %q, want %q", d.Raw(), in)
 	}
@@ -219,4 +237,73 @@ func keptOf(e *Event) kept {
 
 func sameField(a, b *string) bool {
 	return a == nil && b == nil || a != nil && b != nil && *a == *b
+}
+
+// parserUnderTest is what the differential check drives: Parser and the
+// reference refParser.
+type parserUnderTest interface {
+	Feed(b []byte, fn func(*Event) error) error
+	Rest() []byte
+	Finish(fn func(*Event) error) error
+}
+
+// parserTrace feeds in split by sizes and records everything a caller can
+// observe: each event with its id and retry, each Feed's error, Rest after
+// an error (after which feeding goes on, as the parser is reset), and at
+// the end Finish's events or Rest. The callback fails on event number
+// failAt (never when negative), and scribbles over every field of each
+// event after recording it, as fn may modify the event it is given.
+func parserTrace(p parserUnderTest, in, sizes []byte, failAt int, finish bool) string {
+	var tr strings.Builder
+	n := 0
+	fail := errors.New("stop")
+	fn := func(e *Event) error {
+		k := keptOf(e)
+		fmt.Fprintf(&tr, "%v id=%v retry=%v\n", toRec(e), deref(k.id), deref(k.retry))
+		*e = Event{Raw: []byte("x"), Name: []byte("n"), Data: []byte("d"), ID: []byte("i"), Retry: []byte("9")}
+		n++
+		if n-1 == failAt {
+			return fail
+		}
+		return nil
+	}
+	sp := splitter{sizes: sizes}
+	sp.split(in, func(c []byte) {
+		if err := p.Feed(c, fn); err != nil {
+			fmt.Fprintf(&tr, "err %v rest %q\n", err, p.Rest())
+		}
+	})
+	if finish {
+		fmt.Fprintf(&tr, "finish %v\n", p.Finish(fn))
+	}
+	fmt.Fprintf(&tr, "rest %q\n", p.Rest())
+	return tr.String()
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("%q", *s)
+}
+
+// checkParserAgainstRef compares Parser with refParser on in, with
+// MaxEvent, the failing event and Finish chosen by sizes' first bytes.
+func checkParserAgainstRef(t *testing.T, in, sizes []byte) {
+	maxEvent, failAt := 0, -1
+	if len(sizes) > 0 && sizes[0]&0x80 != 0 {
+		maxEvent = int(sizes[0]&0x3f) * 4
+	}
+	if len(sizes) > 1 && sizes[1]&0x80 != 0 {
+		failAt = int(sizes[1] & 0x7)
+	}
+	for _, finish := range []bool{false, true} {
+		for _, sz := range [][]byte{nil, sizes} {
+			got := parserTrace(&Parser{MaxEvent: maxEvent}, in, sz, failAt, finish)
+			want := parserTrace(&refParser{MaxEvent: maxEvent}, in, sz, failAt, finish)
+			if got != want {
+				t.Fatalf("MaxEvent %d, failAt %d, finish %v, sizes %v:\ngot:\n%s\nreference:\n%s", maxEvent, failAt, finish, sz, got, want)
+			}
+		}
+	}
 }
