@@ -127,15 +127,20 @@ func appendEsc(b, add []byte) []byte {
 	return appendGrow(b, add)
 }
 
+// putEsc gives a buffer appendEsc grew back to the pool; nothing may use
+// it after.
+func putEsc(b []byte) {
+	if b != nil && cap(b) <= maxPooledEsc {
+		b = b[:0]
+		escPool.Put(&b)
+	}
+}
+
 // releaseEsc gives a call's escape buffers back; nothing may use them
 // after.
 func (c *trackedCall) releaseEsc() {
-	for _, b := range [...][]byte{c.escArgs, c.escSent} {
-		if b != nil && cap(b) <= maxPooledEsc {
-			b = b[:0]
-			escPool.Put(&b)
-		}
-	}
+	putEsc(c.escArgs)
+	putEsc(c.escSent)
 	c.escArgs, c.escSent = nil, nil
 }
 
@@ -295,7 +300,7 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 	if len(d) == 0 || d[0] != '{' {
 		return emit(ev)
 	}
-	typ, seq, fast := openAIHead(d)
+	typ, seq, fast := s.x.openAIHead(d)
 	if !fast {
 		typ = jsonspan.Lookup(d, 0, "type")
 	}
@@ -502,12 +507,17 @@ func openAIArgsAfter(d []byte, seq jsonspan.Span, ok bool, valueKey string) (eve
 		return eventRefs{}, false
 	}
 	i += len(`,"item_id":"`)
-	n := bytes.IndexByte(d[i:], '"')
-	if n < 0 || bytes.IndexByte(d[i:i+n], '\\') >= 0 {
+	// Item ids are short: one byte loop finds the closing quote and any
+	// escape, where two searches would each pay their setup.
+	n := i
+	for n < len(d) && d[n] != '"' && d[n] != '\\' {
+		n++
+	}
+	if n == len(d) || d[n] != '"' {
 		return eventRefs{}, false
 	}
-	r := eventRefs{itemID: d[i : i+n], seq: d[seq.Start:seq.End]}
-	i += n + 1
+	r := eventRefs{itemID: d[i:n], seq: d[seq.Start:seq.End]}
+	i = n + 1
 	if !at(i, `,"output_index":`) {
 		return eventRefs{}, false
 	}

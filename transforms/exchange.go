@@ -79,6 +79,26 @@ type Exchange struct {
 	pooled    []*[]byte
 	streamErr string
 	callBufs  []int
+	// The head of the upstream event a stream is handling, read once: the
+	// call tracker and the engine's numbering both look at every event's.
+	head eventHead
+}
+
+// eventHead is the OpenAI-shaped head of one event's data, keyed by the
+// data's address: valid while the event is handled, as its bytes are.
+type eventHead struct {
+	data     []byte
+	typ, seq jsonspan.Span
+	ok       bool
+}
+
+// openAIHead is openAIHead, read from the memo when d is the event being
+// handled.
+func (x *Exchange) openAIHead(d []byte) (typ, seq jsonspan.Span, ok bool) {
+	if h := &x.head; h.data != nil && jsonspan.SameSlice(d, h.data) {
+		return h.typ, h.seq, h.ok
+	}
+	return openAIHead(d)
 }
 
 // NewExchange prepares the record for one request in the client's protocol.

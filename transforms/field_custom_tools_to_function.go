@@ -576,7 +576,7 @@ func (c *customArgs) Delta(frag []byte) ([]byte, error) {
 		c.out = c.norm.AppendWrite(c.out[:0], c.piece(text))
 		text = c.out
 	}
-	c.sent = appendGrow(c.sent, text)
+	c.sent = appendEsc(c.sent, text)
 	return text, nil
 }
 
@@ -592,6 +592,8 @@ func (c *customArgs) Release() {
 		decoderPool.Put(c.dec)
 	}
 	c.dec = nil
+	putEsc(c.sent)
+	c.sent = nil
 }
 
 // maxPooledDecoder keeps a freak call's buffer out of the pool.
@@ -600,16 +602,16 @@ const maxPooledDecoder = 1 << 20
 func (c *customArgs) Finish(raw []byte) []byte {
 	var in []byte
 	if c.streamedWhole(raw) {
-		in = c.sent
+		// The stream may keep the text a while: a copy of its own size,
+		// and the pooled buffer it streamed into goes back.
+		var tail string
 		if c.norm != nil {
-			in = append(in, c.norm.Finish()...)
+			tail = c.norm.Finish()
 		}
+		in = make([]byte, len(c.sent)+len(tail))
+		copy(in[copy(in, c.sent):], tail)
+		putEsc(c.sent)
 		c.sent = nil
-		if cap(in)-len(in) > len(in)/8 {
-			// The stream may keep the text a while: not the slack an
-			// appended buffer grows by.
-			in = bytes.Clone(in)
-		}
 	} else {
 		in = finalInput(c.id, raw)
 	}

@@ -38,15 +38,18 @@ type Stream struct {
 	emits  []Emit
 	out    []byte
 
-	client   Protocol
-	bridged  bool  // the client and the upstream speak different protocols
-	dataOnly bool  // the upstream frames events without "event:" lines
-	seq      int64 // next sequence_number to hand out
-	seqKnown bool
-	sawDone  bool
-	stopped  bool
-	echo     bool // lifecycle events get the client's tools back
-	scratch  []byte
+	client  Protocol
+	bridged bool // the client and the upstream speak different protocols
+	// upResponses: the upstream's events are Responses events, whose
+	// heads the engine reads once for every stage.
+	upResponses bool
+	dataOnly    bool  // the upstream frames events without "event:" lines
+	seq         int64 // next sequence_number to hand out
+	seqKnown    bool
+	sawDone     bool
+	stopped     bool
+	echo        bool // lifecycle events get the client's tools back
+	scratch     []byte
 
 	// The upstream event being handled. Rules build new events rather
 	// than edit the one they get; what they write while handling it
@@ -60,7 +63,8 @@ type Stream struct {
 // exchange.
 func (x *Exchange) NewStream() *Stream {
 	defer x.at(-1, false)
-	s := &Stream{x: x, client: x.client, bridged: x.client != x.UpstreamProtocol()}
+	up := x.UpstreamProtocol()
+	s := &Stream{x: x, client: x.client, bridged: x.client != up, upResponses: up == ProtocolResponses}
 	for i := len(x.rules) - 1; i >= 0; i-- {
 		r := x.rules[i]
 		if r.phase&PhaseResponse == 0 {
@@ -174,17 +178,31 @@ func (s *Stream) handle(ev *Event) error {
 	if ev.Data != nil {
 		s.dataOnly = ev.Name == nil
 	}
+	if ev.Data != nil && s.upResponses {
+		h := &s.x.head
+		h.data = ev.Data
+		h.typ, h.seq, h.ok = openAIHead(ev.Data)
+	}
 	if !s.seqKnown && !s.bridged && s.client == ProtocolResponses && ev.Data != nil {
 		// Numbering starts where the upstream's does, even when the
 		// first event the client gets is one a stage built later.
-		if _, sp := head(ev.Data); sp.Start >= 0 {
+		if _, sp := s.head(ev.Data); sp.Start >= 0 {
 			s.seq, s.seqKnown = parseSeq(ev.Data[sp.Start:sp.End])
 		}
 	}
 	s.cur = ev
 	err := s.push(0, ev)
 	s.cur = nil
+	s.x.head = eventHead{}
 	return err
+}
+
+// head is head, taking the upstream event's from the exchange's memo.
+func (s *Stream) head(d []byte) (typ, seq jsonspan.Span) {
+	if typ, seq, ok := s.x.openAIHead(d); ok {
+		return typ, seq
+	}
+	return head(d)
 }
 
 func (s *Stream) push(i int, ev *Event) error {
@@ -231,7 +249,7 @@ var doneData = []byte("[DONE]")
 // events, touching the bytes only where the number is actually off.
 func (s *Stream) write(ev *Event) {
 	if ev.Data != nil && s.client == ProtocolResponses {
-		typ, sp := head(ev.Data)
+		typ, sp := s.head(ev.Data)
 		if s.echo && isLifecycle(ev.Data, typ) {
 			if d := s.x.echoEvent(ev.Data); d != nil {
 				ev = &Event{Name: ev.Name, Data: d}
