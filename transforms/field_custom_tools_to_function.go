@@ -550,31 +550,42 @@ type customArgs struct {
 	arena []byte
 }
 
-// piece returns text as a string backed by the arena, instead of one
-// allocation per delta.
-func (c *customArgs) piece(text []byte) string {
-	if cap(c.arena)-len(c.arena) < len(text) {
-		c.arena = make([]byte, 0, max(arenaChunk, len(text)))
-	}
-	start := len(c.arena)
-	c.arena = append(c.arena, text...)
-	b := c.arena[start:]
-	return unsafe.String(unsafe.SliceData(b), len(b))
-}
-
 // arenaChunk is the size of the arena's chunks: a few hundred deltas each.
 const arenaChunk = 4 << 10
 
 func (c *customArgs) Delta(frag []byte) ([]byte, error) {
-	text, err := c.dec.Write(frag)
+	if c.norm == nil {
+		return c.appendSent(c.dec.Write(frag))
+	}
+	// The normaliser keeps pieces of what it is given: the decoder writes
+	// them straight into the arena, where bytes are never written twice.
+	// Decoding can turn a byte into three (U+FFFD) and finish an escape
+	// of up to 11 bytes held from the fragment before: with that much room
+	// append never moves the arena (were it to, what the normaliser keeps
+	// would still be intact, in the old array, only copied for nothing).
+	if room := 3*(len(frag)+11) + 16; cap(c.arena)-len(c.arena) < room {
+		c.arena = make([]byte, 0, max(arenaChunk, room))
+	}
+	start := len(c.arena)
+	arena, err := c.dec.AppendWrite(c.arena, frag)
 	if err != nil {
 		return nil, err
 	}
-	if c.norm != nil && len(text) > 0 {
+	c.arena = arena
+	text := arena[start:]
+	if len(text) > 0 {
 		// Into a buffer reused from delta to delta: the result is only
 		// valid until the next call.
-		c.out = c.norm.AppendWrite(c.out[:0], c.piece(text))
+		c.out = c.norm.AppendWrite(c.out[:0], unsafe.String(unsafe.SliceData(text), len(text)))
 		text = c.out
+	}
+	return c.appendSent(text, nil)
+}
+
+// appendSent records what Delta returns.
+func (c *customArgs) appendSent(text []byte, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
 	}
 	c.sent = appendEsc(c.sent, text)
 	return text, nil
