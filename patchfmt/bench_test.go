@@ -196,3 +196,17 @@ func BenchmarkParseStream(b *testing.B) {
 		_, _ = Parse(in)
 	}
 }
+
+// BenchmarkValidate checks streamPatch as BenchmarkParseStream parses it,
+// which is all the stream engine needs of a restored patch.
+func BenchmarkValidate(b *testing.B) {
+	in := streamPatch()
+	if err := Validate(in); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = Validate(in)
+	}
+}

@@ -86,7 +86,9 @@
 // at least one hunk, and an optional line feed after "*** End Patch". It
 // also accepts one "*** Environment ID: " line right after
 // "*** Begin Patch", which Codex's multi-environment grammar adds. An error
-// is a *ParseError naming the line and what was expected there.
+// is a *ParseError naming the line and what was expected there. Validate
+// runs the same parser without building the Patch, for a caller that only
+// needs Parse's verdict, and returns the same error.
 // (*Patch).String writes the canonical text: for every accepted input it
 // is that input byte for byte, with a missing final line feed added.
 package patchfmt

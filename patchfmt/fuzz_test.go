@@ -31,6 +31,7 @@ func FuzzNormalize(f *testing.F) {
 func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		p, err := Parse(s)
+		checkValidate(t, s, err)
 		if err != nil {
 			var pe *ParseError
 			if !errors.As(err, &pe) {
@@ -230,6 +231,7 @@ func TestParseRandom(t *testing.T) {
 			s += "\n"
 		}
 		p, err := Parse(s)
+		checkValidate(t, s, err)
 		if (err == nil) != grammar.MatchString(s) {
 			t.Fatalf("Parse and the grammar disagree on %q: %v", s, err)
 		}

@@ -136,6 +136,14 @@ type parser struct {
 	lf   bool // the current line ends in "\n"
 	back bool // the current line is to be read again
 
+	// checkOnly makes the parser only check the grammar, for Validate:
+	// it still reads every line and makes every decision, but it skips
+	// presize and leaves env, hunks and the arenas empty. The decisions
+	// therefore rest on nhunks and local counts, never on what was built,
+	// so that both modes share one grammar and return the same errors.
+	checkOnly bool
+	nhunks    int // hunks read so far, built or not
+
 	env    string
 	hunks  []Hunk
 	chunks arena[Chunk]
@@ -203,6 +211,17 @@ func Parse(s string) (*Patch, error) {
 	return &Patch{Environment: p.env, Hunks: p.hunks}, nil
 }
 
+// Validate returns the error Parse would return for s, nil if Parse would
+// accept it, without building the Patch. A caller that only needs to know
+// whether a patch keeps to the grammar, as the stream engine does for every
+// restored apply_patch, thus pays for reading s and for the error, if any,
+// but allocates nothing for the hunks and lines it would throw away. It
+// runs Parse's own parser, so the two cannot disagree.
+func Validate(s string) error {
+	p := parser{s: s, checkOnly: true}
+	return p.parse()
+}
+
 const (
 	expectHunk      = `a hunk header ("*** Add File: ", "*** Delete File: " or "*** Update File: ")`
 	expectHunkOrEnd = `a hunk header ("*** Add File: ", "*** Delete File: " or "*** Update File: ") or "*** End Patch"`
@@ -218,7 +237,9 @@ func (p *parser) parse() error {
 	if err := p.needLF(); err != nil {
 		return err
 	}
-	p.presize()
+	if !p.checkOnly {
+		p.presize()
+	}
 	if p.next() {
 		if env, ok := strings.CutPrefix(p.line, envPrefix); ok {
 			if env == "" {
@@ -227,14 +248,16 @@ func (p *parser) parse() error {
 			if err := p.needLF(); err != nil {
 				return err
 			}
-			p.env = env
+			if !p.checkOnly {
+				p.env = env
+			}
 		} else {
 			p.unread()
 		}
 	}
 	for {
 		expect := expectHunkOrEnd
-		if len(p.hunks) == 0 {
+		if p.nhunks == 0 {
 			expect = expectHunk
 		}
 		if !p.next() {
@@ -242,7 +265,7 @@ func (p *parser) parse() error {
 		}
 		l := p.line
 		switch {
-		case l == endPatch && len(p.hunks) > 0:
+		case l == endPatch && p.nhunks > 0:
 			if p.next() {
 				return &ParseError{Line: p.num, Msg: "expected end of input after " + quote(endPatch) + ", found " + quote(p.line)}
 			}
@@ -251,6 +274,7 @@ func (p *parser) parse() error {
 			if err := p.path(addPrefix); err != nil {
 				return err
 			}
+			n := 0
 			for p.next() {
 				if !strings.HasPrefix(p.line, "+") {
 					p.unread()
@@ -259,17 +283,26 @@ func (p *parser) parse() error {
 				if err := p.needLF(); err != nil {
 					return err
 				}
-				p.adds.add(p.line[1:])
+				n++
+				if !p.checkOnly {
+					p.adds.add(p.line[1:])
+				}
 			}
-			if p.adds.len() == 0 {
+			if n == 0 {
 				return p.errNext(`an added line starting with "+"`)
 			}
-			p.hunks = append(p.hunks, Hunk{Kind: AddFile, Path: l[len(addPrefix):], Lines: p.adds.take()})
+			p.nhunks++
+			if !p.checkOnly {
+				p.hunks = append(p.hunks, Hunk{Kind: AddFile, Path: l[len(addPrefix):], Lines: p.adds.take()})
+			}
 		case strings.HasPrefix(l, deletePrefix):
 			if err := p.path(deletePrefix); err != nil {
 				return err
 			}
-			p.hunks = append(p.hunks, Hunk{Kind: DeleteFile, Path: l[len(deletePrefix):]})
+			p.nhunks++
+			if !p.checkOnly {
+				p.hunks = append(p.hunks, Hunk{Kind: DeleteFile, Path: l[len(deletePrefix):]})
+			}
 		case strings.HasPrefix(l, updatePrefix):
 			if err := p.update(); err != nil {
 				return err
@@ -343,6 +376,9 @@ func (p *parser) update() error {
 			p.unread()
 		}
 	}
+	// chunked reports that a chunk is open, so that the checks below do not
+	// depend on the chunks arena, which stays empty under checkOnly.
+	chunked := false
 	for p.next() {
 		l := p.line
 		switch {
@@ -350,10 +386,15 @@ func (p *parser) update() error {
 			if err := p.needLF(); err != nil {
 				return err
 			}
-			if p.chunks.len() == 0 {
-				p.chunks.add(Chunk{Unmarked: true})
+			if !chunked {
+				chunked = true
+				if !p.checkOnly {
+					p.chunks.add(Chunk{Unmarked: true})
+				}
 			}
-			p.lines.add(Line{Op: l[0], Text: l[1:]})
+			if !p.checkOnly {
+				p.lines.add(Line{Op: l[0], Text: l[1:]})
+			}
 			continue
 		case strings.HasPrefix(l, "@@"):
 			ctx := ""
@@ -366,11 +407,14 @@ func (p *parser) update() error {
 			if err := p.needLF(); err != nil {
 				return err
 			}
-			p.closeChunk()
-			p.chunks.add(Chunk{Context: ctx})
+			chunked = true
+			if !p.checkOnly {
+				p.closeChunk()
+				p.chunks.add(Chunk{Context: ctx})
+			}
 			continue
 		case l == endOfFile:
-			if p.chunks.len() == 0 {
+			if !chunked {
 				return p.errHere(`a change line or "@@" before ` + quote(endOfFile))
 			}
 			if err := p.needLF(); err != nil {
@@ -395,7 +439,12 @@ func (p *parser) closeChunk() {
 	}
 }
 
+// addUpdate ends the update h, which under checkOnly only counts.
 func (p *parser) addUpdate(h Hunk) {
+	p.nhunks++
+	if p.checkOnly {
+		return
+	}
 	p.closeChunk()
 	h.Chunks = p.chunks.take()
 	p.hunks = append(p.hunks, h)
