@@ -630,8 +630,8 @@ func (c *customArgs) Finish(raw []byte) []byte {
 		// Normalising repairs what models habitually get wrong; what it
 		// cannot repair still goes to the client, whose apply_patch reports
 		// it, but operators should see how often that happens.
-		// in is not written again: Parse may read it without a copy.
-		if _, err := patchfmt.Parse(unsafe.String(unsafe.SliceData(in), len(in))); err != nil {
+		// in is not written again: Validate may read it without a copy.
+		if err := patchfmt.Validate(unsafe.String(unsafe.SliceData(in), len(in))); err != nil {
 			c.x.PatchInvalid++
 			c.x.Decide(c.id.String(), "patch_invalid", err.Error())
 		}
