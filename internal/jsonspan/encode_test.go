@@ -120,6 +120,7 @@ func FuzzAppendQuoted(f *testing.F) {
 func FuzzAppendString(f *testing.F) {
 	f.Add([]byte("<tag> & \"q\" \\ \n\x00\x7f é \u2028 \xff"))
 	f.Fuzz(func(t *testing.T, s []byte) {
+		checkAppendString(t, s)
 		got := AppendString(nil, s)
 		if want := stdJSONString(t, s); string(got) != want {
 			t.Fatalf("AppendString(%q) = %s, encoding/json %s", s, got, want)

@@ -37,6 +37,10 @@ var plainByte = func() (t [256]bool) {
 	return t
 }()
 
+// shortEscape marks the bytes that make a two-byte escape after a
+// backslash.
+var shortEscape = [256]bool{'"': true, '\\': true, '/': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}
+
 // SkipString returns the index just past the string literal starting at
 // b[i] == '"', or -1 if it is unterminated or malformed (bad escape, raw
 // control character). Table lookups, four bytes per test, measured faster
@@ -56,23 +60,30 @@ func SkipString(b []byte, i int) int {
 		if i >= len(b) {
 			return -1
 		}
+		// In doubly escaped JSON text (tool arguments) escapes come in
+		// runs (\\\\\\\" is four), so a run is taken here without going
+		// back through the plain loops after each escape.
 		switch c := b[i]; {
 		case c == '"':
 			return i + 1
 		case c == '\\':
-			if i+1 >= len(b) {
-				return -1
-			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if _, n := Hex4(b[i+2:]); n <= 0 {
+			for {
+				if i+1 >= len(b) {
 					return -1
 				}
-				i += 6
-			default:
-				return -1
+				if e := b[i+1]; shortEscape[e] {
+					i += 2
+				} else if e == 'u' {
+					if _, n := Hex4(b[i+2:]); n <= 0 {
+						return -1
+					}
+					i += 6
+				} else {
+					return -1
+				}
+				if i >= len(b) || b[i] != '\\' {
+					break
+				}
 			}
 		case c < 0x20:
 			return -1
@@ -522,6 +533,13 @@ func StringEnd(doc []byte, i int) int { return skipStringFast(doc, i) }
 
 // skipStringFast returns the end of the string literal at doc[i] without
 // validating its content, or -1.
+//
+// Going from quote to quote with memchr stays cheaper than scanning
+// forward, even on doubly escaped tool arguments: there the backslashes
+// outnumber the quotes several times over, and word-at-a-time forward
+// scans (a step per escape, or bit masks with an escape table) measured
+// up to 1.8 times slower on those and on short strings (see
+// BenchmarkStringEnd and TestStringEndMatchesReference).
 func skipStringFast(doc []byte, i int) int {
 	for j := i + 1; ; {
 		k := bytes.IndexByte(doc[j:], '"')

@@ -11,12 +11,25 @@ import (
 // encoding/json; so does an escape cut short by the end of s.
 func Unescape(dst, s []byte) []byte {
 	for len(s) > 0 {
-		i := bytes.IndexByte(s, '\\')
-		if i < 0 {
-			return append(dst, s...)
+		// Escaped JSON text (tool arguments) has runs of escapes, \\\\\\\"
+		// and the like: look for the next backslash only when s does not
+		// start with one, and decode the two-byte escapes here rather than
+		// through DecodeEscape's call.
+		if s[0] != '\\' {
+			i := bytes.IndexByte(s, '\\')
+			if i < 0 {
+				return append(dst, s...)
+			}
+			dst = append(dst, s[:i]...)
+			s = s[i:]
 		}
-		dst = append(dst, s[:i]...)
-		s = s[i:]
+		if len(s) >= 2 {
+			if c := unescapeByte[s[1]]; c != 0 {
+				dst = append(dst, c)
+				s = s[2:]
+				continue
+			}
+		}
 		var n int
 		if dst, n = DecodeEscape(dst, s); n > 0 {
 			s = s[n:]
@@ -35,6 +48,13 @@ func Unescape(dst, s []byte) []byte {
 		s = s[skip:]
 	}
 	return dst
+}
+
+// unescapeByte maps the byte after a backslash to the byte a two-byte
+// escape stands for, and to 0 for \u and invalid escapes.
+var unescapeByte = [256]byte{
+	'"': '"', '\\': '\\', '/': '/',
+	'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t',
 }
 
 // DecodeEscape decodes the escape sequence at the start of s (s[0] ==

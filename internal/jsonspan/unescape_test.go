@@ -36,13 +36,14 @@ func TestUnescape(t *testing.T) {
 	}
 }
 
-// FuzzUnescape holds Unescape to encoding/json on every valid string
-// literal.
+// FuzzUnescape holds Unescape to its reference implementation on every
+// input, and to encoding/json on every valid string literal.
 func FuzzUnescape(f *testing.F) {
 	for _, s := range []string{`"a\u00e9\ud83e\udd80\n"`, `"\ud800\u0041\udd80"`, `"\ud800\ud800\udc00"`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, lit []byte) {
+		checkUnescape(t, lit)
 		// encoding/json also replaces invalid UTF-8, which Unescape copies
 		// as it is; compare on valid text only.
 		var want string
