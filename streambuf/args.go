@@ -61,6 +61,9 @@ type ArgsDecoder struct {
 	started  bool
 	complete bool
 	err      error
+	// The input string literal in raw, quotes included: its opening
+	// quote once started, its end once complete.
+	inStart, inEnd int
 }
 
 // Write appends a fragment of the raw arguments text and returns the newly
@@ -117,6 +120,13 @@ func (d *ArgsDecoder) Streaming() bool { return d.started }
 // been seen.
 func (d *ArgsDecoder) InputComplete() bool { return d.complete }
 
+// InputSpan returns where the "input" string literal lies in Raw, quotes
+// included, once InputComplete reports true. The literal has been checked
+// as JSON while it was decoded (escapes, control characters), so a caller
+// that needs to know whether all of Raw is valid JSON can check what lies
+// around it with the literal emptied, instead of the whole text again.
+func (d *ArgsDecoder) InputSpan() (start, end int) { return d.inStart, d.inEnd }
+
 // Failed reports whether decoding stopped at malformed input.
 func (d *ArgsDecoder) Failed() bool { return d.st == stFail }
 
@@ -139,6 +149,7 @@ func (d *ArgsDecoder) input(dst []byte) []byte {
 	switch r {
 	case strEnd:
 		d.complete = true
+		d.inEnd = i
 		d.st = stDone
 	case strBad:
 		d.st = stFail
@@ -209,6 +220,7 @@ loop:
 				d.st = stString
 				if !d.started && string(d.key) == "input" {
 					d.started = true
+					d.inStart = i - 1
 					d.st = stInput
 				}
 			case c == '{' || c == '[':

@@ -212,6 +212,18 @@ func checkArgs(t *testing.T, in, sizes []byte) {
 	if !utf8.Valid(got) {
 		t.Fatalf("invalid UTF-8 output %q", got)
 	}
+	// A complete input was checked as it was decoded: the whole text is
+	// valid JSON exactly when it is with that string emptied.
+	if d.InputComplete() && !d.Failed() {
+		start, end := d.InputSpan()
+		if in[start] != '"' || in[end-1] != '"' {
+			t.Fatalf("%q: InputSpan %d:%d is not the literal", in, start, end)
+		}
+		around := append(append(append([]byte{}, in[:start]...), '"', '"'), in[end:]...)
+		if a, b := jsonspan.Valid(bytes.TrimSpace(in)), jsonspan.Valid(bytes.TrimSpace(around)); a != b {
+			t.Fatalf("%q: Valid %v, but %v with the input emptied", in, a, b)
+		}
+	}
 	if want, ok := jsonInput(in); ok {
 		if string(got) != want || !d.InputComplete() || d.Failed() {
 			t.Fatalf("%q: decoded %q (complete %v), encoding/json %q", in, got, d.InputComplete(), want)

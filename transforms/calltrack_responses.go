@@ -199,27 +199,52 @@ func (s *responsesCalls) findItem(callID, itemID string, outputIndex []byte) (*t
 	return s.find([]byte(itemID), outputIndex)
 }
 
-// where reads the item id and output index an event refers to; item says
-// where the item object is, for output_item events.
-func where(d []byte, item jsonspan.Span) (itemID string, outputIndex []byte) {
-	if item.Start >= 0 {
-		// An item event names the item inside it. output_index comes
-		// before the item, whose arguments may be megabytes: a lookup
-		// that stops at the first match does not cross them.
-		itemID, _ = jsonspan.StringValue(d, jsonspan.Lookup(d, item.Start, "id"))
-		if oi := jsonspan.Lookup(d, 0, "output_index"); oi.Start >= 0 {
-			outputIndex = d[oi.Start:oi.End]
-		}
-		return itemID, outputIndex
-	}
-	var f [2]jsonspan.Span
-	jsonspan.ObjectFields(d, 0, []string{"item_id", "output_index"}, f[:])
-	itemID, _ = jsonspan.StringValue(d, f[0])
-	if f[1].Start >= 0 {
-		outputIndex = d[f[1].Start:f[1].End]
-	}
-	return itemID, outputIndex
+// outputItemRefs are what the tracker reads of an output_item event.
+type outputItemRefs struct {
+	item           jsonspan.Span // the item, validated; NoSpan when absent or malformed
+	itemID, callID string
+	outputIndex    []byte
 }
+
+// readItem reads an output_item event in one walk: the first "item" and
+// "output_index", and the item's id and call_id collected while the item
+// is validated. A finished call's item carries its whole arguments, which
+// a lookup per member would cross again each time.
+func readItem(d []byte) outputItemRefs {
+	r := outputItemRefs{item: jsonspan.NoSpan()}
+	var f [2]jsonspan.Span
+	jsonspan.WalkMembers(d, 0, func(k jsonspan.Span, v int) int {
+		var e int
+		switch {
+		case r.item.Start < 0 && jsonspan.KeyIs(d, k, "item"):
+			if d[v] == '{' {
+				e = jsonspan.ObjectFieldsEnd(d, v, itemIDFields, f[:])
+			} else {
+				e = jsonspan.SkipValue(d, v)
+			}
+			if e >= 0 {
+				r.item = jsonspan.Span{Start: v, End: e}
+			}
+		case r.outputIndex == nil && jsonspan.KeyIs(d, k, "output_index"):
+			if e = jsonspan.SkipValue(d, v); e >= 0 {
+				r.outputIndex = d[v:e]
+			}
+		default:
+			return jsonspan.SkipValue(d, v)
+		}
+		if e >= 0 && r.item.Start >= 0 && r.outputIndex != nil {
+			return jsonspan.StopWalk
+		}
+		return e
+	})
+	if r.item.Start >= 0 && d[r.item.Start] == '{' {
+		r.itemID, _ = jsonspan.StringValue(d, f[0])
+		r.callID, _ = jsonspan.StringValue(d, f[1])
+	}
+	return r
+}
+
+var itemIDFields = []string{"id", "call_id"}
 
 // find looks a call up by item id, then by output index. Either may be
 // missing, ids have been seen repeated across calls and two calls have
@@ -395,20 +420,18 @@ func (s *responsesCalls) itemAdded(ev *Event, d []byte, emit Emit) error {
 	if s.failed {
 		return emit(ev)
 	}
-	item := jsonspan.Lookup(d, 0, "item")
-	client, h, ok := openCall(s.x, s.p, d, item)
+	r := readItem(d)
+	client, h, ok := openCall(s.x, s.p, d, r.item)
 	if !ok {
 		return emit(ev)
 	}
-	itemID, oi := where(d, item)
-	callID, _ := jsonspan.StringValue(d, jsonspan.Lookup(d, item.Start, "call_id"))
-	c := s.newCall(client, h, itemID, oi, callID)
+	c := s.newCall(client, h, r.itemID, r.outputIndex, r.callID)
 	s.x.Decide(client.String(), "restore_call", "stream header of a call to restore")
 	if ib, ok := h.(ItemBuilder); ok {
 		c.item = ib // its events wait for the whole arguments
 		return nil
 	}
-	return emit(&Event{Name: ev.Name, Data: withItem(d, item, client, []byte{}, nil)})
+	return emit(&Event{Name: ev.Name, Data: withItem(d, r.item, client, []byte{}, nil)})
 }
 
 // withItem returns the event d with its item at item rewritten as the
@@ -681,12 +704,11 @@ func itemArgs(d []byte, item jsonspan.Span) []byte {
 }
 
 func (s *responsesCalls) itemDone(ev *Event, d []byte, emit Emit) error {
-	item := jsonspan.Lookup(d, 0, "item")
+	r := readItem(d)
+	item, itemID, oi, callID := r.item, r.itemID, r.outputIndex, r.callID
 	if item.Start < 0 || d[item.Start] != '{' {
 		return emit(ev)
 	}
-	itemID, oi := where(d, item)
-	callID, _ := jsonspan.StringValue(d, jsonspan.Lookup(d, item.Start, "call_id"))
 	c, closed := s.findItem(callID, itemID, oi)
 	if closed {
 		return nil

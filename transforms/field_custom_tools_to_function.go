@@ -644,7 +644,19 @@ func (c *customArgs) Finish(raw []byte) []byte {
 // Delta returned is then the whole input, as finalInput would find it.
 func (c *customArgs) streamedWhole(raw []byte) bool {
 	d := c.dec
-	return d != nil && len(raw) > 0 && d.InputComplete() && !d.Failed() && bytes.Equal(raw, d.Raw()) && jsonspan.Valid(bytes.TrimSpace(raw))
+	if d == nil || len(raw) == 0 || !d.InputComplete() || d.Failed() || !bytes.Equal(raw, d.Raw()) {
+		return false
+	}
+	// raw must be valid JSON too, or finalInput takes it as the input. The
+	// decoder checked the input string as it went; what surrounds it is
+	// checked with the string emptied, a few bytes rather than the whole
+	// patch once more.
+	start, end := d.InputSpan()
+	var buf [64]byte
+	around := append(buf[:0], raw[:start]...)
+	around = append(around, '"', '"')
+	around = append(around, raw[end:]...)
+	return jsonspan.Valid(bytes.TrimSpace(around))
 }
 
 // unwrapArgs recovers the custom input from function arguments. An object

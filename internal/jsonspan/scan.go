@@ -431,6 +431,14 @@ func scanFields(doc []byte, start int, names []string, out []Span, early bool) i
 	})
 }
 
+// ObjectFieldsEnd is ObjectFields for a caller that also needs the end of
+// the object: it validates the whole object in the same walk and returns
+// the index just past it, or -1 when it is malformed. Looking up a member
+// of a large object and then finding its end would cross it twice.
+func ObjectFieldsEnd(doc []byte, start int, names []string, out []Span) int {
+	return scanObject(doc, start, names, out)
+}
+
 // ObjectFields finds the values of the named top-level members of the
 // object at doc[start] in one walk, which ends as soon as all are found.
 // Absent members keep NoSpan; the first occurrence of a duplicated key
