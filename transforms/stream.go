@@ -375,7 +375,10 @@ func openAIHead(d []byte) (typ, seq jsonspan.Span, ok bool) {
 		return typ, seq, false
 	}
 	end += len(typeKey)
-	if bytes.IndexByte(d[len(typeKey):end], '\\') >= 0 {
+	if d[end-1] == '\\' {
+		// Perhaps an escaped quote: the general walk decides. A quote
+		// with no backslash before it always ends the string, and escapes
+		// earlier in it only keep the type from matching a known one.
 		return typ, seq, false
 	}
 	typ = jsonspan.Span{Start: len(typeKey) - 1, End: end + 1}
