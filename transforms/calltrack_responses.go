@@ -67,6 +67,7 @@ type responsesCalls struct {
 	last      *trackedCall // the open call find found last, by item id
 	itembuf   []byte       // the last finished item's event
 	escFor    *trackedCall
+	refsBuf   eventRefs // the argument event being handled
 }
 
 // maxKeptEscape bounds the escape buffer kept from call to call.
@@ -337,9 +338,9 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 		return s.itemAdded(ev, d, emit)
 	case `"response.function_call_arguments.delta"`:
 		// The head was read once already; the fast path goes on from it.
-		r, ok := openAIArgsAfter(d, seq, fast, "delta")
-		if !ok {
-			r = s.refs(d, deltaEventFields)
+		r := &s.refsBuf
+		if !openAIArgsAfter(d, seq, fast, valueDelta, r) {
+			s.namedRefs(d, deltaEventFields, r)
 		}
 		c, closed := s.find(r.itemID, r.outputIndex)
 		switch {
@@ -349,7 +350,8 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 			return nil
 		}
 	case `"response.function_call_arguments.done"`:
-		r := s.refs(d, doneEventFields)
+		r := &s.refsBuf
+		s.refs(d, doneEventFields, valueArguments, r)
 		c, closed := s.find(r.itemID, r.outputIndex)
 		switch {
 		case c != nil:
@@ -451,7 +453,7 @@ func appendWithItem(out, d []byte, item jsonspan.Span, client ToolID, text, esc 
 	return append(out, d[item.End:]...)
 }
 
-func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, r eventRefs, emit Emit) error {
+func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, r *eventRefs, emit Emit) error {
 	sp := r.value
 	if sp.Start < 0 || d[sp.Start] != '"' || c.textDone {
 		return nil
@@ -513,21 +515,34 @@ var (
 // openAIArgs reads an argument event laid out the way OpenAI writes it,
 // {"type":…,"sequence_number":N,"item_id":"…","output_index":N,"<value>":"…",
 // with byte tests, and crosses the value by its quotes alone: it is text the
-// tracker decodes anyway. Any other layout reports false.
-func openAIArgs(d []byte, valueKey string) (eventRefs, bool) {
+// tracker decodes anyway. Any other layout reports false. valueAt is the
+// value's member up to its opening quote, valueDelta or valueArguments.
+func openAIArgs(d []byte, valueAt string, r *eventRefs) bool {
 	_, seq, ok := openAIHead(d)
-	return openAIArgsAfter(d, seq, ok, valueKey)
+	return openAIArgsAfter(d, seq, ok, valueAt, r)
 }
 
-// openAIArgsAfter is openAIArgs for a head already read.
-func openAIArgsAfter(d []byte, seq jsonspan.Span, ok bool, valueKey string) (eventRefs, bool) {
+// The value members openAIArgs is given, up to the value's opening quote.
+const (
+	valueDelta     = `,"delta":"`
+	valueArguments = `,"arguments":"`
+)
+
+// hasAt reports whether d holds lit at i. Inlined with a constant lit, the
+// comparison is a few word loads rather than a call.
+func hasAt(d []byte, i int, lit string) bool {
+	return len(d)-i >= len(lit) && string(d[i:i+len(lit)]) == lit
+}
+
+// openAIArgsAfter is openAIArgs for a head already read. It fills r in
+// place: the refs are a few slices, copied on every delta otherwise.
+func openAIArgsAfter(d []byte, seq jsonspan.Span, ok bool, valueAt string, r *eventRefs) bool {
 	if !ok || seq.Start < 0 {
-		return eventRefs{}, false
+		return false
 	}
-	at := func(i int, lit string) bool { return len(d)-i >= len(lit) && string(d[i:i+len(lit)]) == lit }
 	i := seq.End
-	if !at(i, `,"item_id":"`) {
-		return eventRefs{}, false
+	if !hasAt(d, i, `,"item_id":"`) {
+		return false
 	}
 	i += len(`,"item_id":"`)
 	// Item ids are short: one byte loop finds the closing quote and any
@@ -537,12 +552,12 @@ func openAIArgsAfter(d []byte, seq jsonspan.Span, ok bool, valueKey string) (eve
 		n++
 	}
 	if n == len(d) || d[n] != '"' {
-		return eventRefs{}, false
+		return false
 	}
-	r := eventRefs{itemID: d[i:n], seq: d[seq.Start:seq.End]}
+	itemID := d[i:n]
 	i = n + 1
-	if !at(i, `,"output_index":`) {
-		return eventRefs{}, false
+	if !hasAt(d, i, `,"output_index":`) {
+		return false
 	}
 	i += len(`,"output_index":`)
 	j := i
@@ -550,29 +565,41 @@ func openAIArgsAfter(d []byte, seq jsonspan.Span, ok bool, valueKey string) (eve
 		j++
 	}
 	if j == i {
-		return eventRefs{}, false
+		return false
 	}
-	r.outputIndex = d[i:j]
-	if !at(j, `,"`) || !at(j+2, valueKey) || !at(j+2+len(valueKey), `":"`) {
-		return eventRefs{}, false
+	var v int
+	switch {
+	case valueAt == valueDelta && hasAt(d, j, valueDelta):
+		v = j + len(valueDelta) - 1
+	case valueAt == valueArguments && hasAt(d, j, valueArguments):
+		v = j + len(valueArguments) - 1
+	default:
+		return false
 	}
-	v := j + 2 + len(valueKey) + 2
 	end := jsonspan.StringEnd(d, v)
 	if end < 0 {
-		return eventRefs{}, false
+		return false
 	}
+	r.itemID, r.outputIndex, r.seq = itemID, d[i:j], d[seq.Start:seq.End]
 	r.value = jsonspan.Span{Start: v, End: end}
-	return r, true
+	return true
 }
 
-func (s *responsesCalls) refs(d []byte, names []string) eventRefs {
-	if r, ok := openAIArgs(d, names[len(names)-1]); ok {
-		return r
+// refs reads an argument event into r: the fast way when it is laid out
+// the OpenAI way, else by its member names.
+func (s *responsesCalls) refs(d []byte, names []string, valueAt string, r *eventRefs) {
+	if openAIArgs(d, valueAt, r) {
+		return
 	}
+	s.namedRefs(d, names, r)
+}
+
+// namedRefs reads an argument event laid out any way into r.
+func (s *responsesCalls) namedRefs(d []byte, names []string, r *eventRefs) {
 	const seq, itemID, outputIndex, value = 0, 1, 2, 3
 	var f [4]jsonspan.Span
 	jsonspan.ObjectFields(d, 0, names, f[:])
-	r := eventRefs{value: f[value]}
+	*r = eventRefs{value: f[value]}
 	if f[seq].Start >= 0 {
 		r.seq = d[f[seq].Start:f[seq].End]
 	}
@@ -586,7 +613,6 @@ func (s *responsesCalls) refs(d []byte, names []string) eventRefs {
 	if oi := f[outputIndex]; oi.Start >= 0 {
 		r.outputIndex = d[oi.Start:oi.End]
 	}
-	return r
 }
 
 // Client event names per call type.

@@ -103,13 +103,15 @@ func TestOpenAIArgsAgreesWithTheWalk(t *testing.T) {
 		{`{"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":0,"delta":"x"}`, false},
 	} {
 		d := []byte(tc.d)
-		fast, ok := openAIArgs(d, "delta")
+		var fast eventRefs
+		ok := openAIArgs(d, valueDelta, &fast)
 		if ok != tc.ok {
 			t.Fatalf("%s: fast path %v", tc.d, ok)
 		}
 		if !ok {
 			// The walk still reads it.
-			if r := s.refs(d, deltaEventFields); r.value.Start < 0 {
+			var r eventRefs
+			if s.refs(d, deltaEventFields, valueDelta, &r); r.value.Start < 0 {
 				t.Fatalf("%s: the walk found no delta", tc.d)
 			}
 			continue
