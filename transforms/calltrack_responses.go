@@ -203,6 +203,7 @@ func (s *responsesCalls) findItem(callID, itemID string, outputIndex []byte) (*t
 // outputItemRefs are what the tracker reads of an output_item event.
 type outputItemRefs struct {
 	item           jsonspan.Span // the item, validated; NoSpan when absent or malformed
+	args           jsonspan.Span // the item's first "arguments" value, or NoSpan
 	itemID, callID string
 	outputIndex    []byte
 }
@@ -212,13 +213,13 @@ type outputItemRefs struct {
 // is validated. A finished call's item carries its whole arguments, which
 // a lookup per member would cross again each time.
 func readItem(d []byte) outputItemRefs {
-	r := outputItemRefs{item: jsonspan.NoSpan()}
-	var f [2]jsonspan.Span
+	r := outputItemRefs{item: jsonspan.NoSpan(), args: jsonspan.NoSpan()}
+	var f [3]jsonspan.Span
 	jsonspan.WalkMembers(d, 0, func(k jsonspan.Span, v int) int {
 		var e int
 		switch {
 		case r.item.Start < 0 && jsonspan.KeyIs(d, k, "item"):
-			if d[v] == '{' {
+			if v < len(d) && d[v] == '{' {
 				e = jsonspan.ObjectFieldsEnd(d, v, itemIDFields, f[:])
 			} else {
 				e = jsonspan.SkipValue(d, v)
@@ -241,11 +242,12 @@ func readItem(d []byte) outputItemRefs {
 	if r.item.Start >= 0 && d[r.item.Start] == '{' {
 		r.itemID, _ = jsonspan.StringValue(d, f[0])
 		r.callID, _ = jsonspan.StringValue(d, f[1])
+		r.args = f[2]
 	}
 	return r
 }
 
-var itemIDFields = []string{"id", "call_id"}
+var itemIDFields = []string{"id", "call_id", "arguments"}
 
 // find looks a call up by item id, then by output index. Either may be
 // missing, ids have been seen repeated across calls and two calls have
@@ -356,7 +358,9 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 		switch {
 		case c != nil:
 			var full []byte
-			if v := r.value; v.Start >= 0 && d[v.Start] == '"' {
+			if c.item == nil && !c.dropEsc && r.streamedArgs(d, c.escArgs) {
+				full = c.h.Raw() // what streamed, already decoded
+			} else if v := r.valueSpan(d); v.Start >= 0 && d[v.Start] == '"' {
 				if esc := d[v.Start+1 : v.End-1]; c.item == nil && !c.dropEsc && bytes.Equal(esc, c.escArgs) {
 					full = c.h.Raw() // what streamed, already decoded
 				} else {
@@ -433,29 +437,33 @@ func (s *responsesCalls) itemAdded(ev *Event, d []byte, emit Emit) error {
 		c.item = ib // its events wait for the whole arguments
 		return nil
 	}
-	return emit(&Event{Name: ev.Name, Data: withItem(d, r.item, client, []byte{}, nil)})
+	return emit(&Event{Name: ev.Name, Data: withItem(d, r.item, r.args, client, []byte{}, nil)})
 }
 
 // withItem returns the event d with its item at item rewritten as the
 // client's call, built in one buffer.
-func withItem(d []byte, item jsonspan.Span, client ToolID, text, esc []byte) []byte {
-	return appendWithItem(nil, d, item, client, text, esc)
+func withItem(d []byte, item, args jsonspan.Span, client ToolID, text, esc []byte) []byte {
+	return appendWithItem(nil, d, item, args, client, text, esc)
 }
 
-// appendWithItem is withItem into out's buffer.
-func appendWithItem(out, d []byte, item jsonspan.Span, client ToolID, text, esc []byte) []byte {
+// appendWithItem is withItem into out's buffer; args is the item's
+// arguments value, or NoSpan (see clientItemEsc).
+func appendWithItem(out, d []byte, item, args jsonspan.Span, client ToolID, text, esc []byte) []byte {
 	if need := len(d) + len(text) + len(text)/8 + 32; cap(out) < need {
 		out = make([]byte, 0, need)
 	}
 	out = out[:0]
 	out = append(out, d[:item.Start]...)
-	out = clientItemEsc(out, d, item, client, text, esc)
+	out = clientItemEsc(out, d, item, args, client, text, esc)
 	return append(out, d[item.End:]...)
 }
 
 func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, r *eventRefs, emit Emit) error {
-	sp := r.value
-	if sp.Start < 0 || d[sp.Start] != '"' || c.textDone {
+	if c.textDone {
+		return nil
+	}
+	sp := r.valueSpan(d)
+	if sp.Start < 0 || d[sp.Start] != '"' {
 		return nil
 	}
 	esc := d[sp.Start+1 : sp.End-1]
@@ -497,12 +505,43 @@ func seqOf(d []byte) []byte {
 type eventRefs struct {
 	itemID      []byte // item_id as written (decoded when it has escapes)
 	outputIndex []byte
-	value       jsonspan.Span // "delta" or "arguments"
+	// value is "delta" or "arguments". The fast read leaves End at -1,
+	// the string not crossed yet: see valueSpan.
+	value jsonspan.Span
 	// seq is the event's sequence_number as written, nil when it has
 	// none. An event that stands in for this one takes it over: in a
 	// stream nothing was dropped from, it is the right number already, and
 	// the engine need not renumber a copy.
 	seq []byte
+}
+
+// valueSpan returns the value's span, crossing the string now when the
+// fast read left it open (NoSpan when it is unterminated). An event of a
+// call the rule does not restore never needs it, and a done event whose
+// arguments are the ones streamed is matched without it.
+func (r *eventRefs) valueSpan(d []byte) jsonspan.Span {
+	if r.value.Start >= 0 && r.value.End < 0 {
+		if end := jsonspan.StringEnd(d, r.value.Start); end >= 0 {
+			r.value.End = end
+		} else {
+			r.value = jsonspan.NoSpan()
+		}
+	}
+	return r.value
+}
+
+// streamedArgs reports whether the value of a done event read the fast
+// way is the string esc, the call's deltas as escaped: a comparison of
+// its bytes, where finding the string's end would cross megabytes of
+// escapes first. Each delta held whole escapes, so the quote after esc is
+// not escaped and ends the string.
+func (r *eventRefs) streamedArgs(d, esc []byte) bool {
+	v := r.value.Start + 1
+	if r.value.Start < 0 || r.value.End >= 0 || len(d)-v <= len(esc) || d[v+len(esc)] != '"' || !bytes.Equal(d[v:v+len(esc)], esc) {
+		return false
+	}
+	r.value.End = v + len(esc) + 1
+	return true
 }
 
 // The members of an argument delta and of its done event, in the order
@@ -576,12 +615,8 @@ func openAIArgsAfter(d []byte, seq jsonspan.Span, ok bool, valueAt string, r *ev
 	default:
 		return false
 	}
-	end := jsonspan.StringEnd(d, v)
-	if end < 0 {
-		return false
-	}
 	r.itemID, r.outputIndex, r.seq = itemID, d[i:j], d[seq.Start:seq.End]
-	r.value = jsonspan.Span{Start: v, End: end}
+	r.value = jsonspan.Span{Start: v, End: -1}
 	return true
 }
 
@@ -761,7 +796,7 @@ func (s *responsesCalls) itemDone(ev *Event, d []byte, emit Emit) error {
 		s.x.Restored++
 	}
 	// Into a buffer of the stream's: the event is valid only during emit.
-	s.itembuf = appendWithItem(s.itembuf, d, item, c.client, c.final, s.escaped(c))
+	s.itembuf = appendWithItem(s.itembuf, d, item, r.args, c.client, c.final, s.escaped(c))
 	ev = &Event{Name: ev.Name, Data: s.itembuf}
 	s.escFor = nil
 	if cap(s.itembuf) > maxKeptEscape {
@@ -1022,12 +1057,15 @@ func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, don
 // custom_tool_call whose input is text, or a function_call whose arguments
 // are text; name and namespace become the client's.
 func clientItem(dst, doc []byte, el jsonspan.Span, client ToolID, text []byte) []byte {
-	return clientItemEsc(dst, doc, el, client, text, nil)
+	return clientItemEsc(dst, doc, el, jsonspan.NoSpan(), client, text, nil)
 }
 
 // clientItemEsc is clientItem with the text already escaped as a JSON
-// string (esc), when the done event has just written it.
-func clientItemEsc(dst, doc []byte, el jsonspan.Span, client ToolID, text, esc []byte) []byte {
+// string (esc), when the done event has just written it. args, when not
+// NoSpan, is the item's "arguments" value as a validating walk found it:
+// the rewrite steps over it instead of crossing a call's whole arguments
+// again.
+func clientItemEsc(dst, doc []byte, el, args jsonspan.Span, client ToolID, text, esc []byte) []byte {
 	typ, field := "function_call", "arguments"
 	if client.Type == "custom" {
 		typ, field = "custom_tool_call", "input"
@@ -1039,8 +1077,13 @@ func clientItemEsc(dst, doc []byte, el jsonspan.Span, client ToolID, text, esc [
 	}
 	w := jsonspan.NewObj(dst)
 	sawNS := false
-	jsonspan.Retype(&w, doc, el, typ, func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
+	rewrite := func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
 		switch {
+		case m.KeyIs(doc, "type"):
+			w.Key("type")
+			w.B = append(w.B, '"')
+			w.B = append(w.B, typ...)
+			w.B = append(w.B, '"')
 		case m.KeyIs(doc, "arguments"):
 			w.Key(field)
 			if esc != nil {
@@ -1065,6 +1108,18 @@ func clientItemEsc(dst, doc []byte, el jsonspan.Span, client ToolID, text, esc [
 			return false
 		}
 		return true
+	}
+	jsonspan.WalkMembers(doc, el.Start, func(k jsonspan.Span, v int) int {
+		ve := args.End
+		if v != args.Start {
+			if ve = jsonspan.SkipValue(doc, v); ve < 0 {
+				return ve
+			}
+		}
+		if m := (jsonspan.Member{Key: k, Value: jsonspan.Span{Start: v, End: ve}}); !rewrite(&w, m) {
+			w.Raw(doc, m)
+		}
+		return ve
 	})
 	if !sawNS && client.Namespace != "" {
 		w.Key("namespace")

@@ -119,7 +119,7 @@ func TestOpenAIArgsAgreesWithTheWalk(t *testing.T) {
 		var f [4]jsonspan.Span // sequence_number, item_id, output_index, delta
 		jsonspan.ObjectFields(d, 0, deltaEventFields, f[:])
 		id, _ := jsonspan.StringValue(d, f[1])
-		if string(fast.itemID) != id || string(fast.outputIndex) != string(d[f[2].Start:f[2].End]) || fast.value != f[3] || string(fast.seq) != string(d[f[0].Start:f[0].End]) {
+		if string(fast.itemID) != id || string(fast.outputIndex) != string(d[f[2].Start:f[2].End]) || fast.valueSpan(d) != f[3] || string(fast.seq) != string(d[f[0].Start:f[0].End]) {
 			t.Fatalf("%s: fast %+v, walk %v", tc.d, fast, f)
 		}
 	}
@@ -166,5 +166,37 @@ func TestTrackerReleasesHandlers(t *testing.T) {
 	}
 	if p.released != 2 {
 		t.Fatalf("chat: released %d", p.released-1)
+	}
+}
+
+// TestStreamedArgsMatchesTheString: a done event's arguments are taken as
+// the ones streamed exactly when its string is the streamed deltas as
+// escaped, without the string's end being searched for first.
+func TestStreamedArgsMatchesTheString(t *testing.T) {
+	const head = `{"type":"response.function_call_arguments.done","sequence_number":9,"item_id":"fc_1","output_index":1,"arguments":`
+	for _, tc := range []struct {
+		value, esc string
+		want       bool
+	}{
+		{`"{\"input\":\"a \\\"b\\\" c\"}"`, `{\"input\":\"a \\\"b\\\" c\"}`, true},
+		{`""`, ``, true},
+		{`"{\"input\":\"a\"}x"`, `{\"input\":\"a\"}`, false}, // the string goes on
+		{`"{\"input\":\"a\""`, `{\"input\":\"a\"}`, false},  // shorter than what streamed
+		{`"{\"input\":\"a\"}"`, `{\"input\":\"b\"}`, false},
+	} {
+		d := []byte(head + tc.value + `}`)
+		var r eventRefs
+		if !openAIArgs(d, valueArguments, &r) {
+			t.Fatalf("%s: not read the fast way", d)
+		}
+		if got := r.streamedArgs(d, []byte(tc.esc)); got != tc.want {
+			t.Errorf("%s against %s: %v, want %v", tc.value, tc.esc, got, tc.want)
+		}
+		// Whatever it says, the span it leaves is the walk's.
+		var f [4]jsonspan.Span
+		jsonspan.ObjectFields(d, 0, doneEventFields, f[:])
+		if sp := r.valueSpan(d); sp != f[3] {
+			t.Errorf("%s: span %v, walk %v", tc.value, sp, f[3])
+		}
 	}
 }
