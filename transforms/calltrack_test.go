@@ -181,7 +181,7 @@ func TestStreamedArgsMatchesTheString(t *testing.T) {
 		{`"{\"input\":\"a \\\"b\\\" c\"}"`, `{\"input\":\"a \\\"b\\\" c\"}`, true},
 		{`""`, ``, true},
 		{`"{\"input\":\"a\"}x"`, `{\"input\":\"a\"}`, false}, // the string goes on
-		{`"{\"input\":\"a\""`, `{\"input\":\"a\"}`, false},  // shorter than what streamed
+		{`"{\"input\":\"a\""`, `{\"input\":\"a\"}`, false},   // shorter than what streamed
 		{`"{\"input\":\"a\"}"`, `{\"input\":\"b\"}`, false},
 	} {
 		d := []byte(head + tc.value + `}`)
