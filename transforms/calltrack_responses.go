@@ -323,6 +323,19 @@ func (s *responsesCalls) keep(c *trackedCall) {
 	}
 }
 
+// Handles implements typeFilter: the types Event acts on; it passes every
+// other event on as it came.
+func (s *responsesCalls) Handles(typ []byte) bool {
+	switch string(typ) {
+	case `"response.output_item.added"`, `"response.function_call_arguments.delta"`,
+		`"response.function_call_arguments.done"`, `"response.output_item.done"`,
+		`"response.completed"`, `"response.created"`, `"response.in_progress"`, `"response.queued"`,
+		`"response.failed"`, `"response.incomplete"`, `"error"`:
+		return true
+	}
+	return false
+}
+
 func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 	d := bytes.TrimSpace(ev.Data)
 	if len(d) == 0 || d[0] != '{' {

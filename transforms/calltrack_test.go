@@ -200,3 +200,32 @@ func TestStreamedArgsMatchesTheString(t *testing.T) {
 		}
 	}
 }
+
+// TestHandlesCoversEvent: every type the tracker's Event acts on is one
+// it says it handles, so the engine may skip it for the others.
+func TestHandlesCoversEvent(t *testing.T) {
+	x := NewExchange(ProtocolResponses, Limits{}, nil)
+	s := newResponsesCalls(x, nil)
+	for _, typ := range []string{
+		"response.output_text.delta", "response.reasoning_summary_text.delta", "response.content_part.added",
+		"response.output_text.done", "response.custom_tool_call_input.delta", "response.mcp_call.in_progress",
+		"response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.done",
+		"response.output_item.done", "response.completed", "response.created", "response.in_progress",
+		"response.queued", "response.failed", "response.incomplete", "error",
+	} {
+		d := []byte(`{"type":"` + typ + `","sequence_number":3,"item_id":"fc_1","output_index":0,"delta":"x","response":{"id":"r","output":[]},"item":{"id":"fc_1","type":"message"}}`)
+		ev := &Event{Data: d}
+		var got []*Event
+		err := s.Event(ev, func(e *Event) error { got = append(got, e); return nil })
+		untouched := err == nil && len(got) == 1 && got[0] == ev && !s.failed
+		if !s.Handles([]byte(`"`+typ+`"`)) && !untouched {
+			t.Errorf("%s: not handled, but Event did not pass it on untouched", typ)
+		}
+		s.failed = false
+	}
+	for _, typ := range []string{"response.output_item.added", "response.function_call_arguments.delta", "response.completed", "error"} {
+		if !s.Handles([]byte(`"` + typ + `"`)) {
+			t.Errorf("%s: not handled", typ)
+		}
+	}
+}

@@ -74,6 +74,7 @@ func (x *Exchange) NewStream() *Stream {
 		if st := r.resp.NewStream(x); st != nil {
 			t := &trackedStream{inner: st, r: r, x: x}
 			t.forwardFn = t.forward // one closure per stage, not per event
+			t.filter, _ = st.(typeFilter)
 			s.stages = append(s.stages, t)
 		}
 	}
@@ -206,11 +207,35 @@ func (s *Stream) head(d []byte) (typ, seq jsonspan.Span) {
 }
 
 func (s *Stream) push(i int, ev *Event) error {
+	if ev == s.cur && s.x.head.ok {
+		// The upstream's event as it came: stages that do not handle its
+		// type pass it on without being asked.
+		typ := ev.Data[s.x.head.typ.Start:s.x.head.typ.End]
+		for i < len(s.stages) && s.stages[i].(*trackedStream).skips(typ) {
+			i++
+		}
+	}
 	if i == len(s.stages) {
 		s.write(ev)
 		return nil
 	}
 	return s.stages[i].Event(ev, s.emits[i])
+}
+
+// typeFilter is implemented by stream stages that handle Responses events
+// of some types only and pass every other event on unchanged: the engine
+// then skips them for the rest, which on a long stream of text deltas is
+// most of its events.
+type typeFilter interface {
+	// Handles reports whether the stage may do anything with an event
+	// whose "type" is typ, a JSON string literal as the event wrote it.
+	Handles(typ []byte) bool
+}
+
+// skips reports whether the stage leaves an upstream event of type typ
+// alone.
+func (t *trackedStream) skips(typ []byte) bool {
+	return t.filter != nil && !t.filter.Handles(typ)
 }
 
 func (s *Stream) fail(err error) error {
@@ -410,6 +435,7 @@ type trackedStream struct {
 	emit  Emit
 
 	forwardFn Emit
+	filter    typeFilter // nil: the stage sees every event
 	cur       *Event
 	curName   []byte
 	curData   []byte
