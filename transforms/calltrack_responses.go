@@ -500,12 +500,14 @@ func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, r *eventRefs, emit 
 	return emit(s.textEvent(c, r.seq, false, text, nil))
 }
 
-// hasSeq reports whether an event numbers itself, so the events built
-// from it do too.
-// seqOf returns an event's sequence_number as written, or nil.
+// seqOf returns an event's sequence_number as written, or nil when it has
+// none: the events built from it are numbered only if it is.
 func seqOf(d []byte) []byte {
 	if _, seq, ok := openAIHead(d); ok {
-		return d[max(seq.Start, 0):max(seq.End, 0)]
+		if seq.Start < 0 {
+			return nil // an empty number would break the built events' JSON
+		}
+		return d[seq.Start:seq.End]
 	}
 	if v := jsonspan.Lookup(d, 0, "sequence_number"); v.Start >= 0 {
 		return d[v.Start:v.End]

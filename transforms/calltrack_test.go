@@ -229,3 +229,19 @@ func TestHandlesCoversEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestSeqOfAbsent: an event without a sequence_number gives none to the
+// events built from it, rather than an empty one that breaks their JSON.
+func TestSeqOfAbsent(t *testing.T) {
+	for _, d := range []string{
+		`{"type":"response.output_item.done","output_index":1,"item":{}}`,
+		`{"output_index":1,"type":"response.output_item.done"}`,
+	} {
+		if seq := seqOf([]byte(d)); seq != nil {
+			t.Errorf("%s: sequence_number %q, want none", d, seq)
+		}
+	}
+	if seq := seqOf([]byte(`{"type":"x","sequence_number":7,"a":1}`)); string(seq) != "7" {
+		t.Errorf("sequence_number %q, want 7", seq)
+	}
+}

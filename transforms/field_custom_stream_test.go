@@ -416,3 +416,23 @@ func TestStreamOddEventOrders(t *testing.T) {
 		t.Fatalf("not converted: %s", got)
 	}
 }
+
+// TestStreamWithoutSequenceNumbers: an upstream that numbers no event and
+// sends no arguments' done event gets the done event built from its
+// finished item, unnumbered too, and valid JSON.
+func TestStreamWithoutSequenceNumbers(t *testing.T) {
+	upstream := sse(
+		`{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_1","type":"function_call","status":"in_progress","arguments":"","call_id":"call_B","name":"apply_patch"}}`,
+		`{"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":0,"delta":"{\"input\":\"*** Begin Patch\\n*** Add File: a.txt\\n+hi\\n*** End Patch\\n\"}"}`,
+		`{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_1","type":"function_call","status":"completed","arguments":"{\"input\":\"*** Begin Patch\\n*** Add File: a.txt\\n+hi\\n*** End Patch\\n\"}","call_id":"call_B","name":"apply_patch"}}`,
+	)
+	want := "" +
+		"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"id\":\"fc_1\",\"type\":\"custom_tool_call\",\"status\":\"in_progress\",\"input\":\"\",\"call_id\":\"call_B\",\"name\":\"apply_patch\"}}\n\n" +
+		"event: response.custom_tool_call_input.delta\ndata: {\"type\":\"response.custom_tool_call_input.delta\",\"item_id\":\"fc_1\",\"output_index\":0,\"delta\":\"*** Begin Patch\\n*** Add File: a.txt\\n+hi\\n*** End Patch\\n\"}\n\n" +
+		"event: response.custom_tool_call_input.done\ndata: {\"type\":\"response.custom_tool_call_input.done\",\"item_id\":\"fc_1\",\"output_index\":0,\"input\":\"*** Begin Patch\\n*** Add File: a.txt\\n+hi\\n*** End Patch\\n\"}\n\n" +
+		"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"id\":\"fc_1\",\"type\":\"custom_tool_call\",\"status\":\"completed\",\"input\":\"*** Begin Patch\\n*** Add File: a.txt\\n+hi\\n*** End Patch\\n\",\"call_id\":\"call_B\",\"name\":\"apply_patch\"}}\n\n"
+	got := streamCase(t, `[{"transform":"field_custom_tools_to_function"}]`, patchRequest, upstream)
+	if got != want {
+		t.Fatalf("stream mismatch\n--- got\n%s\n--- want\n%s", got, want)
+	}
+}
