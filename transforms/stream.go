@@ -198,7 +198,8 @@ func (s *Stream) handle(ev *Event) error {
 	return err
 }
 
-// head is head, taking the upstream event's from the exchange's memo.
+// head reads an event's head, the upstream event's from the exchange's
+// memo.
 func (s *Stream) head(d []byte) (typ, seq jsonspan.Span) {
 	if typ, seq, ok := s.x.openAIHead(d); ok {
 		return typ, seq
@@ -207,9 +208,10 @@ func (s *Stream) head(d []byte) (typ, seq jsonspan.Span) {
 }
 
 func (s *Stream) push(i int, ev *Event) error {
-	if ev == s.cur && s.x.head.ok {
-		// The upstream's event as it came: stages that do not handle its
-		// type pass it on without being asked.
+	if ev == s.cur && s.x.head.ok && jsonspan.SameSlice(ev.Data, s.x.head.data) {
+		// The upstream's event as it came (a stage may have given it new
+		// data): stages that do not handle its type pass it on without
+		// being asked.
 		typ := ev.Data[s.x.head.typ.Start:s.x.head.typ.End]
 		for i < len(s.stages) && s.stages[i].(*trackedStream).skips(typ) {
 			i++
