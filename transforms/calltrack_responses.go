@@ -323,18 +323,45 @@ func (s *responsesCalls) keep(c *trackedCall) {
 	}
 }
 
-// Handles implements typeFilter: the types Event acts on; it passes every
-// other event on as it came.
-func (s *responsesCalls) Handles(typ []byte) bool {
+// trackedKind is what the tracker does with an event, by its type.
+type trackedKind uint8
+
+const (
+	passOn trackedKind = iota // any other type: passed on as it came
+	itemAddedKind
+	argsDeltaKind
+	argsDoneKind
+	itemDoneKind
+	lifecycleKind // created, in_progress, queued, completed
+	terminalKind  // failed, incomplete
+	errorKind
+)
+
+// trackedKindOf classifies an event's "type", the JSON string literal as
+// the event wrote it: Event acts on it, Handles tells the engine.
+func trackedKindOf(typ []byte) trackedKind {
 	switch string(typ) {
-	case `"response.output_item.added"`, `"response.function_call_arguments.delta"`,
-		`"response.function_call_arguments.done"`, `"response.output_item.done"`,
-		`"response.completed"`, `"response.created"`, `"response.in_progress"`, `"response.queued"`,
-		`"response.failed"`, `"response.incomplete"`, `"error"`:
-		return true
+	case `"response.output_item.added"`:
+		return itemAddedKind
+	case `"response.function_call_arguments.delta"`:
+		return argsDeltaKind
+	case `"response.function_call_arguments.done"`:
+		return argsDoneKind
+	case `"response.output_item.done"`:
+		return itemDoneKind
+	case `"response.completed"`, `"response.created"`, `"response.in_progress"`, `"response.queued"`:
+		return lifecycleKind
+	case `"response.failed"`, `"response.incomplete"`:
+		return terminalKind
+	case `"error"`:
+		return errorKind
 	}
-	return false
+	return passOn
 }
+
+// Handles implements typeFilter: Event passes every event it does not
+// classify on as it came.
+func (s *responsesCalls) Handles(typ []byte) bool { return trackedKindOf(typ) != passOn }
 
 func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 	d := bytes.TrimSpace(ev.Data)
@@ -348,10 +375,10 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 	if typ.Start < 0 {
 		return emit(ev)
 	}
-	switch string(d[typ.Start:typ.End]) {
-	case `"response.output_item.added"`:
+	switch trackedKindOf(d[typ.Start:typ.End]) {
+	case itemAddedKind:
 		return s.itemAdded(ev, d, emit)
-	case `"response.function_call_arguments.delta"`:
+	case argsDeltaKind:
 		// The head was read once already; the fast path goes on from it.
 		r := &s.refsBuf
 		if !openAIArgsAfter(d, seq, fast, valueDelta, r) {
@@ -364,7 +391,7 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 		case closed:
 			return nil
 		}
-	case `"response.function_call_arguments.done"`:
+	case argsDoneKind:
 		r := &s.refsBuf
 		s.refs(d, doneEventFields, valueArguments, r)
 		c, closed := s.find(r.itemID, r.outputIndex)
@@ -374,11 +401,7 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 			if c.item == nil && !c.dropEsc && r.streamedArgs(d, c.escArgs) {
 				full = c.h.Raw() // what streamed, already decoded
 			} else if v := r.valueSpan(d); v.Start >= 0 && d[v.Start] == '"' {
-				if esc := d[v.Start+1 : v.End-1]; c.item == nil && !c.dropEsc && bytes.Equal(esc, c.escArgs) {
-					full = c.h.Raw() // what streamed, already decoded
-				} else {
-					full = jsonspan.Unescape(make([]byte, 0, v.End-v.Start), esc)
-				}
+				full = jsonspan.Unescape(make([]byte, 0, v.End-v.Start), d[v.Start+1:v.End-1])
 			}
 			if c.item != nil {
 				c.args = full
@@ -388,14 +411,14 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 		case closed:
 			return nil
 		}
-	case `"response.output_item.done"`:
+	case itemDoneKind:
 		return s.itemDone(ev, d, emit)
-	case `"response.completed"`, `"response.created"`, `"response.in_progress"`, `"response.queued"`:
+	case lifecycleKind:
 		return s.responseEvent(ev, d, emit, false)
-	case `"response.failed"`, `"response.incomplete"`:
+	case terminalKind:
 		s.abandon("terminal " + string(d[typ.Start+1:typ.End-1]))
 		return s.responseEvent(ev, d, emit, true)
-	case `"error"`:
+	case errorKind:
 		s.abandon("upstream error event")
 		return emit(ev)
 	}
@@ -545,14 +568,22 @@ func (r *eventRefs) valueSpan(d []byte) jsonspan.Span {
 	return r.value
 }
 
-// streamedArgs reports whether the value of a done event read the fast
-// way is the string esc, the call's deltas as escaped: a comparison of
-// its bytes, where finding the string's end would cross megabytes of
-// escapes first. Each delta held whole escapes, so the quote after esc is
-// not escaped and ends the string.
+// streamedArgs reports whether the value of a done event is the string
+// esc, the call's deltas as escaped. Read the fast way, its end is not
+// known yet: the bytes after its opening quote are compared with esc,
+// where finding the end would cross megabytes of escapes first. Each
+// delta held whole escapes, so a quote right after esc is not escaped and
+// ends the string.
 func (r *eventRefs) streamedArgs(d, esc []byte) bool {
-	v := r.value.Start + 1
-	if r.value.Start < 0 || r.value.End >= 0 || len(d)-v <= len(esc) || d[v+len(esc)] != '"' || !bytes.Equal(d[v:v+len(esc)], esc) {
+	sp := r.value
+	if sp.Start < 0 || d[sp.Start] != '"' {
+		return false
+	}
+	if sp.End >= 0 {
+		return sp.End-sp.Start-2 == len(esc) && bytes.Equal(d[sp.Start+1:sp.End-1], esc)
+	}
+	v := sp.Start + 1
+	if len(d)-v <= len(esc) || d[v+len(esc)] != '"' || !bytes.Equal(d[v:v+len(esc)], esc) {
 		return false
 	}
 	r.value.End = v + len(esc) + 1
