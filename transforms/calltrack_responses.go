@@ -1123,13 +1123,8 @@ func clientItemEsc(dst, doc []byte, el, args jsonspan.Span, client ToolID, text,
 	}
 	w := jsonspan.NewObj(dst)
 	sawNS := false
-	rewrite := func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
+	jsonspan.RetypeKnown(&w, doc, el, args, typ, func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
 		switch {
-		case m.KeyIs(doc, "type"):
-			w.Key("type")
-			w.B = append(w.B, '"')
-			w.B = append(w.B, typ...)
-			w.B = append(w.B, '"')
 		case m.KeyIs(doc, "arguments"):
 			w.Key(field)
 			if esc != nil {
@@ -1154,18 +1149,6 @@ func clientItemEsc(dst, doc []byte, el, args jsonspan.Span, client ToolID, text,
 			return false
 		}
 		return true
-	}
-	jsonspan.WalkMembers(doc, el.Start, func(k jsonspan.Span, v int) int {
-		ve := args.End
-		if v != args.Start {
-			if ve = jsonspan.SkipValue(doc, v); ve < 0 {
-				return ve
-			}
-		}
-		if m := (jsonspan.Member{Key: k, Value: jsonspan.Span{Start: v, End: ve}}); !rewrite(&w, m) {
-			w.Raw(doc, m)
-		}
-		return ve
 	})
 	if !sawNS && client.Namespace != "" {
 		w.Key("namespace")

@@ -108,8 +108,21 @@ func (w *ObjWriter) Close() []byte { return append(w.B, '}') }
 // deliberately dropped, that member; the members it declines are copied
 // unchanged. This is the shape of every item and selector conversion.
 func Retype(w *ObjWriter, doc []byte, obj Span, typ string, fn func(w *ObjWriter, m Member) bool) {
-	EachMember(doc, obj.Start, func(m Member) bool {
-		switch {
+	RetypeKnown(w, doc, obj, NoSpan(), typ, fn)
+}
+
+// RetypeKnown is Retype for a caller that already validated the value at
+// known, one of the object's members (a call's arguments, megabytes
+// perhaps): the walk steps over it instead of crossing it again.
+func RetypeKnown(w *ObjWriter, doc []byte, obj, known Span, typ string, fn func(w *ObjWriter, m Member) bool) {
+	WalkMembers(doc, obj.Start, func(k Span, v int) int {
+		ve := known.End
+		if v != known.Start {
+			if ve = SkipValue(doc, v); ve < 0 {
+				return ve
+			}
+		}
+		switch m := (Member{Key: k, Value: Span{v, ve}}); {
 		case m.KeyIs(doc, "type"):
 			w.Key("type")
 			w.B = append(w.B, '"')
@@ -118,7 +131,7 @@ func Retype(w *ObjWriter, doc []byte, obj Span, typ string, fn func(w *ObjWriter
 		case fn == nil || !fn(w, m):
 			w.Raw(doc, m)
 		}
-		return true
+		return ve
 	})
 }
 
