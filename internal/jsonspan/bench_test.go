@@ -155,14 +155,20 @@ func BenchmarkUnescape(b *testing.B) {
 	}
 }
 
+// rawBytes returns a sample's texts as byte slices, and their total size.
+func rawBytes(texts []string) ([][]byte, int64) {
+	var raws [][]byte
+	var n int64
+	for _, r := range texts {
+		raws = append(raws, []byte(r))
+		n += int64(len(r))
+	}
+	return raws, n
+}
+
 func BenchmarkAppendStringDense(b *testing.B) {
 	for _, tc := range benchSamples {
-		var raws [][]byte
-		var n int64
-		for _, r := range tc.s.raw {
-			raws = append(raws, []byte(r))
-			n += int64(len(r))
-		}
+		raws, n := rawBytes(tc.s.raw)
 		dst := make([]byte, 0, 128<<10)
 		b.Run(tc.name, func(b *testing.B) {
 			b.SetBytes(n)
@@ -177,12 +183,7 @@ func BenchmarkAppendStringDense(b *testing.B) {
 
 func BenchmarkPlainRun(b *testing.B) {
 	for _, tc := range benchSamples {
-		var raws [][]byte
-		var n int64
-		for _, r := range tc.s.raw {
-			raws = append(raws, []byte(r))
-			n += int64(len(r))
-		}
+		raws, n := rawBytes(tc.s.raw)
 		b.Run(tc.name, func(b *testing.B) {
 			b.SetBytes(n)
 			for b.Loop() {
