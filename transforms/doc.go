@@ -27,8 +27,10 @@
 //     each rule undoes its own work after every rule nearer the upstream
 //     has undone theirs. A JSON body goes through Exchange.RewriteResponse;
 //     an SSE body through a Stream, which parses the upstream's framing,
-//     hands every event to the stages from the upstream side back, and
-//     writes what comes out in the client's framing (named events and a
+//     reads each Responses event's head once, hands every event to the
+//     stages from the upstream side back (past a stage that declares it
+//     does not handle the event's type), and writes what comes out in the
+//     client's framing (named events and a
 //     gap-free sequence_number for Responses, data lines and [DONE] for
 //     Chat). Events no stage touches keep their bytes; an abort becomes an
 //     error event in the client's shape. The upstream's error statuses
