@@ -498,12 +498,20 @@ func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, r *eventRefs, emit 
 	if c.textDone {
 		return nil
 	}
-	sp := r.valueSpan(d)
+	sp := r.value
 	if sp.Start < 0 || d[sp.Start] != '"' {
 		return nil
 	}
+	if sp.End < 0 {
+		// A delta is short: it is decoded on the way to its end.
+		s.buf, sp.End = jsonspan.AppendUnquoted(s.buf[:0], d, sp.Start)
+		if r.value.End = sp.End; sp.End < 0 {
+			return nil
+		}
+	} else {
+		s.buf = jsonspan.Unescape(s.buf[:0], d[sp.Start+1:sp.End-1])
+	}
 	esc := d[sp.Start+1 : sp.End-1]
-	s.buf = jsonspan.Unescape(s.buf[:0], esc)
 	text, err := c.h.Delta(s.buf)
 	if err != nil {
 		s.abandon("call arguments exceed max_call_buffer")

@@ -200,3 +200,29 @@ func BenchmarkPlainRun(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAppendUnquoted is StringEnd then Unescape (two-pass) against
+// AppendUnquoted (one-pass) on the same literals.
+func BenchmarkAppendUnquoted(b *testing.B) {
+	for _, tc := range benchSamples {
+		docs, n := litBytes(tc.s)
+		dst := make([]byte, 0, 64<<10)
+		b.Run(tc.name+"/two-pass", func(b *testing.B) {
+			b.SetBytes(n)
+			for b.Loop() {
+				for _, d := range docs {
+					end := StringEnd(d, 0)
+					dst = Unescape(dst[:0], d[1:end-1])
+				}
+			}
+		})
+		b.Run(tc.name+"/one-pass", func(b *testing.B) {
+			b.SetBytes(n)
+			for b.Loop() {
+				for _, d := range docs {
+					dst, _ = AppendUnquoted(dst[:0], d, 0)
+				}
+			}
+		})
+	}
+}

@@ -192,3 +192,47 @@ func FuzzPlainRun(f *testing.F) {
 		checkPlainRun(t, s)
 	})
 }
+
+// checkAppendUnquoted holds AppendUnquoted to StringEnd followed by
+// Unescape, the two passes it stands for, at every quote of doc.
+func checkAppendUnquoted(t *testing.T, doc []byte) {
+	t.Helper()
+	for i, c := range doc {
+		if c != '"' {
+			continue
+		}
+		got, end := AppendUnquoted([]byte("x"), doc, i)
+		wantEnd := StringEnd(doc, i)
+		if end != wantEnd {
+			t.Fatalf("AppendUnquoted(%q, %d) ends at %d, StringEnd at %d", doc, i, end, wantEnd)
+		}
+		if end < 0 {
+			continue
+		}
+		if want := Unescape([]byte("x"), doc[i+1:end-1]); !bytes.Equal(got, want) {
+			t.Fatalf("AppendUnquoted(%q, %d) = %q, Unescape %q", doc, i, got, want)
+		}
+	}
+}
+
+func TestAppendUnquotedMatchesTwoPasses(t *testing.T) {
+	eachString("\"\\au0D\xe9n", 7, func(s []byte) {
+		checkAppendUnquoted(t, s)
+		doc, _ := padded(s)
+		checkAppendUnquoted(t, doc)
+	})
+	for _, tc := range benchSamples {
+		for _, l := range tc.s.lit {
+			doc, _ := padded([]byte(l))
+			checkAppendUnquoted(t, doc)
+		}
+	}
+}
+
+func FuzzAppendUnquoted(f *testing.F) {
+	f.Add([]byte(`"a\\\"b\u00e9\ud83e\udd80 12345678 \\\\\\\"c\\" , "d\x"`))
+	f.Add([]byte(`{"delta":"\\\"Gr\u00fc\\\\n\"}`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		checkAppendUnquoted(t, doc)
+	})
+}

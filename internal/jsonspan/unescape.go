@@ -141,3 +141,57 @@ func Hex4(s []byte) (r rune, n int) {
 	}
 	return r, 4
 }
+
+// AppendUnquoted appends the decoded content of the string literal at
+// doc[i] (a quote) to dst and returns it with the literal's end, as
+// StringEnd and Unescape would give, in one forward pass: for a short
+// literal (a streamed delta) finding its end first and decoding after
+// crosses it twice. The end is -1 when doc stops inside the literal; dst
+// then holds what was decoded so far.
+func AppendUnquoted(dst, doc []byte, i int) ([]byte, int) {
+	j := i + 1
+	for {
+		k, run := j, j+longRun
+		for k+4 <= len(doc) && k < run && unquotedPlain[doc[k]] && unquotedPlain[doc[k+1]] && unquotedPlain[doc[k+2]] && unquotedPlain[doc[k+3]] {
+			k += 4
+		}
+		for k < len(doc) && k < run && unquotedPlain[doc[k]] {
+			k++
+		}
+		dst = append(dst, doc[j:k]...)
+		if k >= len(doc) {
+			return dst, -1
+		}
+		if doc[k] == '"' {
+			return dst, k + 1
+		}
+		if doc[k] == '\\' && k+1 < len(doc) {
+			if c := unescapeByte[doc[k+1]]; c != 0 {
+				dst = append(dst, c)
+				j = k + 2
+				continue
+			}
+		}
+		// A long plain run, where memchr is faster than this loop, a \u
+		// escape or a malformed one, whose decoding depends on where the
+		// literal ends: the rest goes the two-pass way.
+		end := skipStringFast(doc, i)
+		if end < 0 {
+			return dst, -1
+		}
+		return Unescape(dst, doc[k:end-1]), end
+	}
+}
+
+// longRun is the plain run after which AppendUnquoted leaves the rest of
+// a literal to StringEnd and Unescape.
+const longRun = 32
+
+// unquotedPlain marks the bytes AppendUnquoted copies as they are: all but
+// the quote and the backslash (Unescape leaves control bytes alone too).
+var unquotedPlain = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
