@@ -280,7 +280,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// proxy aborts them with a panic.
 	defer observe(r, x)
 	x.SetUpstreamPath(r.URL.Path)
-	out, err := x.RewriteRequest(body)
+	out, err := x.RewriteRequestBody(body)
 	if err != nil {
 		var te *transforms.Error
 		if errors.As(err, &te) {
@@ -291,10 +291,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
 	if len(x.Applied()) > 0 { // a rule changed the body
-		setLeasedBody(r, out, lease)
-		// Nothing reads the body as the client sent it any more: its
-		// buffer can serve the next request while this one is proxied.
-		lease.releaseRead()
+		setLeasedReader(r, out.Len(), out.NewReader, lease)
+		if !out.Deferred() {
+			// Nothing reads the body as the client sent it any more: its
+			// buffer can serve the next request while this one is
+			// proxied. A large rewritten body is built from it as the
+			// upstream reads, instead of held as a second copy.
+			lease.releaseRead()
+		}
 	}
 	if p := x.UpstreamPath(); p != r.URL.Path {
 		// A bridge changed the protocol and with it the endpoint;
@@ -463,7 +467,7 @@ func (l *bodyLease) release() {
 // leasedBody is a request body reader that ends its hold on the lease when
 // closed (once: transports may close twice).
 type leasedBody struct {
-	*bytes.Reader
+	io.Reader
 	once  sync.Once
 	lease *bodyLease
 }
@@ -474,6 +478,12 @@ func (b *leasedBody) Close() error {
 }
 
 func setLeasedBody(r *http.Request, b []byte, l *bodyLease) {
+	setLeasedReader(r, len(b), func() io.Reader { return bytes.NewReader(b) }, l)
+}
+
+// setLeasedReader makes the request's body size bytes that newReader
+// reads, from the start each time it is called.
+func setLeasedReader(r *http.Request, size int, newReader func() io.Reader, l *bodyLease) {
 	if old, ok := r.Body.(*leasedBody); ok {
 		// The body it replaces will never be read: its hold ends now, or
 		// the lease would never come back to zero.
@@ -481,10 +491,12 @@ func setLeasedBody(r *http.Request, b []byte, l *bodyLease) {
 	}
 	open := func() io.ReadCloser {
 		l.acquire()
-		return &leasedBody{Reader: bytes.NewReader(b), lease: l}
+		return &leasedBody{Reader: newReader(), lease: l}
 	}
-	setBody(r, b)
 	r.Body = open()
+	r.ContentLength = int64(size)
+	r.TransferEncoding = nil
+	r.Header.Set("Content-Length", strconv.Itoa(size))
 	r.GetBody = func() (io.ReadCloser, error) { return open(), nil }
 }
 

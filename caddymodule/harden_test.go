@@ -8,11 +8,13 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 )
 
@@ -468,4 +471,60 @@ func TestReadBodyKeepsNoGarbage(t *testing.T) {
 		l.release()
 	}
 	t.Fatalf("with a pooled buffer, reading %d bytes allocated %d, three times", len(body), last)
+}
+
+// TestLargeRewrittenBodyIsBuiltAsRead: a large body the conversion
+// rewrites goes upstream built as the transport reads it, from the
+// client's bytes, not held as a second copy: the bytes, the announced
+// length and a re-read (GetBody, for a retry) are those of the rewrite.
+func TestLargeRewrittenBodyIsBuiltAsRead(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"model":"m","tools":[{"type":"custom","name":"apply_patch"}],"input":[`)
+	for i := 0; b.Len() < 1<<20; i++ {
+		fmt.Fprintf(&b, `{"type":"custom_tool_call","id":"ctc_%d","call_id":"c%d","name":"apply_patch","input":"*** Begin Patch\n+print(\"Grüße \\\"%d\\\"\", r\"C:\\temp\")\n*** End Patch\n"},`, i, i, i)
+	}
+	b.WriteString(`{"type":"message","role":"user","content":"go"}]}`)
+	body := []byte(b.String())
+
+	h := wildcardHandler(t)
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	rules, err := transforms.Compile(ctx, h.Rules, transforms.ScopeProvider, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{}, nil)
+	transforms.NewChain(rules).Begin(x, "m")
+	want, err := x.RewriteRequest(body)
+	if err != nil || bytes.Equal(want, body) {
+		t.Fatalf("the rewrite: %v, changed %v", err, !bytes.Equal(want, body))
+	}
+
+	req := httptest.NewRequest(http.MethodPost, "/v1/responses", bytes.NewReader(body))
+	called := false
+	rec := serveRequest(t, h, req, func(w http.ResponseWriter, r *http.Request) error {
+		called = true
+		if _, deferred := r.Body.(*leasedBody).Reader.(*jsonspan.EditReader); !deferred {
+			t.Error("the rewritten body was built whole before it went upstream")
+		}
+		if r.ContentLength != int64(len(want)) || r.Header.Get("Content-Length") != strconv.Itoa(len(want)) {
+			t.Errorf("announced %d (header %q), the body is %d bytes", r.ContentLength, r.Header.Get("Content-Length"), len(want))
+		}
+		got, err := io.ReadAll(r.Body)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("upstream read %d bytes (%v), want the rewrite's %d", len(got), err, len(want))
+		}
+		again, _ := r.GetBody()
+		got, err = io.ReadAll(again)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("a re-read gave %d bytes (%v), want the rewrite's %d", len(got), err, len(want))
+		}
+		_ = again.Close()
+		w.Header().Set("Content-Type", "application/json")
+		_, err = io.WriteString(w, `{"id":"resp_1","object":"response","output":[]}`)
+		return err
+	})
+	if !called || rec.Code != http.StatusOK {
+		t.Fatalf("upstream called %v, status %d: %s", called, rec.Code, rec.Body)
+	}
 }

@@ -1,6 +1,9 @@
 package transforms
 
 import (
+	"bytes"
+	"fmt"
+	"io"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -77,6 +80,10 @@ type Exchange struct {
 	apps      []Application
 	decisions []Decision
 	pooled    []*[]byte
+	// deferAt is the rule whose rewrite may be left unbuilt (see
+	// RewriteRequestBody), -1 for none; deferred is that rewrite.
+	deferAt   int
+	deferred  *RequestBody
 	streamErr string
 	callBufs  []int
 	// The head of the upstream event a stream is handling, read once: the
@@ -103,7 +110,7 @@ func (x *Exchange) openAIHead(d []byte) (typ, seq jsonspan.Span, ok bool) {
 
 // NewExchange prepares the record for one request in the client's protocol.
 func NewExchange(client Protocol, limits Limits, logger *zap.Logger) *Exchange {
-	return &Exchange{client: client, Limits: limits, Logger: logger, pos: -1}
+	return &Exchange{client: client, Limits: limits, Logger: logger, pos: -1, deferAt: -1}
 }
 
 // ClientProtocol is the protocol the client speaks.
@@ -279,6 +286,11 @@ func (x *Exchange) at(i int, response bool) { x.pos, x.response = i, response }
 // each feeding the next. On error nothing is forwarded, so no rule's partial
 // work can leak.
 func (x *Exchange) RewriteRequest(body []byte) ([]byte, error) {
+	x.deferAt = -1
+	return x.rewriteRequest(body)
+}
+
+func (x *Exchange) rewriteRequest(body []byte) ([]byte, error) {
 	defer x.at(-1, false)
 	orig := body
 	x.orig = body
@@ -288,7 +300,20 @@ func (x *Exchange) RewriteRequest(body []byte) ([]byte, error) {
 		}
 		x.at(i, false)
 		out, err := r.req.RewriteRequest(x, body)
-		x.releaseWalks()
+		if x.deferred != nil && (err != nil || x.Invalid || out != nil) {
+			// Nothing goes upstream as this rule planned it: an error, a
+			// body found malformed after all, or (a rule's bug) a result
+			// other than the unbuilt one.
+			x.deferred = nil
+			if err == nil && !x.Invalid {
+				err = fmt.Errorf("transforms: rule %s returned a body besides its unbuilt rewrite", r.TransformID())
+			}
+		}
+		if x.deferred == nil {
+			// A deferred rewrite's replacements read the walk as the body
+			// is read: Release lets it go.
+			x.releaseWalks()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -302,6 +327,85 @@ func (x *Exchange) RewriteRequest(body []byte) ([]byte, error) {
 	}
 	x.takeEcho()
 	return body, nil
+}
+
+// RewriteRequestBody is RewriteRequest for a caller that sends the body on
+// as a stream, the gateway's handler: when the last rule's rewrite of a
+// large body is edits of known lengths, it is not built here but as the
+// body is read (RequestBody.NewReader), so the body is held once, as the
+// client sent it, instead of twice. Until Release, the returned body may
+// read the one passed in.
+func (x *Exchange) RewriteRequestBody(body []byte) (*RequestBody, error) {
+	x.deferAt = -1
+	for i, r := range x.rules {
+		if r.phase&PhaseRequest != 0 {
+			x.deferAt = i
+		}
+	}
+	out, err := x.rewriteRequest(body)
+	x.deferAt = -1
+	if err != nil {
+		return nil, err
+	}
+	if d := x.deferred; d != nil {
+		x.deferred = nil
+		return d, nil
+	}
+	return &RequestBody{doc: out, size: len(out)}, nil
+}
+
+// canDefer reports whether the running rule's rewrite may be left
+// unbuilt: it is the last to rewrite the request, for a caller that
+// streams the body on.
+func (x *Exchange) canDefer() bool {
+	return x.deferAt >= 0 && x.pos == x.deferAt && !x.response && x.deferred == nil
+}
+
+// rewriteNested runs a rule's request phase inside another rule's: its
+// result is the outer rule's input, not the body that goes upstream, so
+// it is built whole.
+func (x *Exchange) rewriteNested(r RequestRewriter, body []byte) ([]byte, error) {
+	at := x.deferAt
+	x.deferAt = -1
+	defer func() { x.deferAt = at }()
+	return r.RewriteRequest(x, body)
+}
+
+// deferMin is the smallest rewritten body left unbuilt: below it, a copy
+// costs less than building the body piece by piece as it is read. Tests
+// lower it to hold small bodies to the same bytes.
+var deferMin = 256 << 10
+
+// RequestBody is a rewritten request body: built, or a document and the
+// edits that make it, applied as the body is read.
+type RequestBody struct {
+	doc   []byte
+	edits []jsonspan.Edit // sorted; none when doc is the body
+	size  int
+}
+
+// Len is the body's length in bytes.
+func (b *RequestBody) Len() int { return b.size }
+
+// Deferred reports whether the body is built only as it is read.
+func (b *RequestBody) Deferred() bool { return b.edits != nil }
+
+// Bytes returns the body whole, building a deferred one in a new buffer.
+func (b *RequestBody) Bytes() []byte {
+	if b.edits == nil {
+		return b.doc
+	}
+	return jsonspan.AppendEdits(make([]byte, 0, b.size), b.doc, b.edits)
+}
+
+// NewReader returns a reader of the body from its start. Readers of a
+// deferred body build its replacements each on their own, so several may
+// run at once (a retried upstream request).
+func (b *RequestBody) NewReader() io.Reader {
+	if b.edits == nil {
+		return bytes.NewReader(b.doc)
+	}
+	return jsonspan.NewEditReader(b.doc, b.edits, nil)
 }
 
 // WantsResponse reports whether any bound rule needs to see the response.

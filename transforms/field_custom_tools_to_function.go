@@ -195,6 +195,21 @@ type customPlan struct {
 	// converted counts the definitions, calls, outputs and selectors
 	// rewritten (an output takes two edits, so edits do not count them).
 	converted int
+	// sized, while historyCallSize measures a call, adds up what the
+	// quoted inputs, written empty, will take.
+	sized   *int
+	scratch []byte
+}
+
+// historyCallSize returns the exact length historyCall writes for n: the
+// call written with its input empty, plus the quoted input's length, which
+// is counted, not escaped twice.
+func (p *customPlan) historyCallSize(n *ToolNode) int {
+	extra := 0
+	p.sized = &extra
+	p.scratch = p.historyCall(p.scratch[:0], n)
+	p.sized = nil
+	return len(p.scratch) + extra
 }
 
 // RewriteRequest implements RequestRewriter.
@@ -242,7 +257,7 @@ func (t *CustomToolsToFunction) RewriteRequest(x *Exchange, body []byte) ([]byte
 				}
 				// Patches are most of a Codex request: each is written
 				// straight into the new body.
-				w.ReplaceWith(n, (n.End-n.Start)*5/4+64, func(dst []byte) []byte { return p.historyCall(dst, n) })
+				w.ReplaceWith(n, p.historyCallSize(n), func(dst []byte) []byte { return p.historyCall(dst, n) })
 				p.converted++
 			}
 		case n.Kind == NodeOutput && n.Type == "custom_tool_call_output":
@@ -374,20 +389,36 @@ func (p *customPlan) responsesHistoryCall(dst []byte, n *ToolNode) []byte {
 		}
 		return e
 	})
-	wrapInput(&w, doc, n.input.span())
+	wrapInput(&w, doc, n.input.span(), p.sized)
 	return w.Close()
 }
 
 // wrapInput writes "arguments" as {"input": <the raw input value>}, wrapped
-// exactly once; an absent input becomes the empty string.
-func wrapInput(w *jsonspan.ObjWriter, doc []byte, v jsonspan.Span) {
+// exactly once; an absent input becomes the empty string. With sized set
+// it writes "" and adds what the wrapped input would take beyond it.
+func wrapInput(w *jsonspan.ObjWriter, doc []byte, v jsonspan.Span, sized *int) {
 	w.Key("arguments")
-	if v.Start < 0 {
+	switch {
+	case v.Start < 0:
 		w.B = append(w.B, `"{\"input\":\"\"}"`...)
-		return
+	case sized != nil:
+		w.B = append(w.B, `""`...)
+		if lit := doc[v.Start:v.End]; lit[0] == '"' {
+			// The walk validated it: quotes and backslashes are all
+			// there is to count.
+			*sized += wrapLen + jsonspan.LiteralQuotedLen(lit) - len(`""`)
+		} else {
+			*sized += jsonspan.QuotedLen(inputOpen, lit, inputClose) - len(`""`)
+		}
+	default:
+		w.B = jsonspan.AppendQuoted(w.B, inputOpen, doc[v.Start:v.End], inputClose)
 	}
-	w.B = jsonspan.AppendQuoted(w.B, []byte(`{"input":`), doc[v.Start:v.End], []byte("}"))
 }
+
+var inputOpen, inputClose = []byte(`{"input":`), []byte("}")
+
+// wrapLen is what the quoted wrapping adds around the input.
+var wrapLen = jsonspan.QuotedLen(inputOpen, inputClose)
 
 // output converts a custom_tool_call_output whose call was converted, or
 // which names a converted definition explicitly.

@@ -48,7 +48,7 @@ func (p *customPlan) chatHistoryCall(dst []byte, n *ToolNode) []byte {
 			}
 			return true
 		})
-		wrapInput(&fw, doc, input)
+		wrapInput(&fw, doc, input, p.sized)
 		w.B = fw.Close()
 		return true
 	})

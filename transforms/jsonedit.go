@@ -42,6 +42,7 @@ func (x *Exchange) buffer(n int) []byte {
 // only when nothing reads the rewritten request body any more, i.e. after
 // the upstream round trip has finished.
 func (x *Exchange) Release() {
+	x.releaseWalks()
 	for _, p := range x.pooled {
 		bodyPool.Put(p)
 	}

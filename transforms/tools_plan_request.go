@@ -96,7 +96,7 @@ func planError(code, param, format string, a ...any) *Error {
 // RewriteRequest implements RequestRewriter.
 func (t *ToolsPlan) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 	if t.custom != nil && mayHoldCustom(body) {
-		b, err := t.custom.RewriteRequest(x, body)
+		b, err := x.rewriteNested(t.custom, body)
 		if err != nil {
 			return nil, err
 		}

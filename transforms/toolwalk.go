@@ -593,10 +593,13 @@ func (w *ToolWalk) Replace(n *ToolNode, repl []byte) {
 }
 
 // ReplaceWith is Replace for a large replacement: write appends it to the
-// new body as the body is built, so it is written once, in place; size is
-// its expected length. write runs during Rewrite and may read the walk.
+// new body as the body is built, so it is written once, in place. size is
+// the exact length write appends: a body built as it is read announces it
+// first. write runs during Rewrite or, for a body left unbuilt (see
+// Exchange.RewriteRequestBody), as the body is read, until the exchange is
+// released; it may read the walk but change nothing.
 func (w *ToolWalk) ReplaceWith(n *ToolNode, size int, write func(dst []byte) []byte) {
-	w.edits = append(w.edits, jsonspan.Edit{Start: n.Start, End: n.End, Write: write, Size: size})
+	w.edits = append(w.edits, jsonspan.Edit{Start: n.Start, End: n.End, Write: write, Size: size, Exact: true})
 	if n.Kind == NodeDefinition || n.Kind == NodeChoice {
 		w.echo = true
 	}
@@ -630,13 +633,22 @@ func (w *ToolWalk) Edit(start, end int, repl []byte, changesTools bool) {
 func (w *ToolWalk) Edits() int { return len(w.edits) }
 
 // Rewrite returns the body with the planned edits applied, or the body
-// itself when there are none.
+// itself when there are none. A rule returns its result as it is: for the
+// last rule of a request that is sent on as a stream, it is nil, and the
+// edits are applied as the body is read (Exchange.RewriteRequestBody).
 func (w *ToolWalk) Rewrite() []byte {
 	if len(w.edits) == 0 {
 		return w.Doc
 	}
 	if w.echo {
 		w.x.echo.needed = true
+	}
+	if w.x.canDefer() {
+		if size, exact := jsonspan.ExactSize(w.Doc, w.edits); exact && size >= deferMin {
+			jsonspan.SortEdits(w.edits)
+			w.x.deferred = &RequestBody{doc: w.Doc, edits: w.edits, size: size}
+			return nil
+		}
 	}
 	return w.x.applyEdits(w.Doc, w.edits)
 }

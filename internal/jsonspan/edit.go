@@ -3,6 +3,7 @@ package jsonspan
 import (
 	"cmp"
 	"fmt"
+	"io"
 	"slices"
 )
 
@@ -13,9 +14,13 @@ type Edit struct {
 	// Write, when set, stands in for Repl: it appends the replacement to
 	// the document being built, so a large replacement is written once, in
 	// place, instead of being built apart and copied in. Size is its
-	// expected length, for sizing the output; it need not be exact.
+	// expected length, for sizing the output; it need not be exact unless
+	// Exact says so.
 	Write func(dst []byte) []byte
 	Size  int
+	// Exact says Size is the length Write appends: a document built as it
+	// is read (EditReader) announces its length before it is built.
+	Exact bool
 }
 
 // EditedSize returns the length of doc once edits are applied, so the
@@ -32,6 +37,90 @@ func EditedSize(doc []byte, edits []Edit) int {
 	return n
 }
 
+// ExactSize returns the length of doc once edits are applied and true, or
+// false when a replacement's length is only an estimate.
+func ExactSize(doc []byte, edits []Edit) (int, bool) {
+	for _, e := range edits {
+		if e.Write != nil && !e.Exact {
+			return 0, false
+		}
+	}
+	return EditedSize(doc, edits), true
+}
+
+// SortEdits orders edits by Start, as AppendEdits and EditReader need them,
+// and panics on an overlap, as AppendEdits does.
+func SortEdits(edits []Edit) {
+	slices.SortStableFunc(edits, func(a, b Edit) int { return cmp.Compare(a.Start, b.Start) })
+	for k := 1; k < len(edits); k++ {
+		if p, e := edits[k-1], edits[k]; e.Start < p.End {
+			panic(fmt.Sprintf("jsonspan: overlapping edits [%d,%d) and [%d,%d)", p.Start, p.End, e.Start, e.End))
+		}
+	}
+}
+
+// EditReader reads doc with edits applied without building it whole: the
+// unchanged bytes come straight from doc, and a replacement is built when
+// the reader reaches it, in a buffer reused from one to the next. A large
+// request body that goes on to the upstream is then held once, as it
+// came, not twice. The edits must be sorted (SortEdits) and stay valid,
+// with whatever their Write functions read, until the reader is done.
+type EditReader struct {
+	doc   []byte
+	edits []Edit
+	pos   int    // the next byte of doc to copy
+	k     int    // the next edit
+	pend  []byte // a replacement, or what is left of it
+	buf   []byte // where Write builds a replacement
+}
+
+// NewEditReader returns a reader of doc with edits applied, which buf may
+// hold the replacements in.
+func NewEditReader(doc []byte, edits []Edit, buf []byte) *EditReader {
+	return &EditReader{doc: doc, edits: edits, buf: buf[:0]}
+}
+
+func (r *EditReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if len(r.pend) > 0 {
+			c := copy(p[n:], r.pend)
+			r.pend = r.pend[c:]
+			n += c
+			continue
+		}
+		end := len(r.doc)
+		if r.k < len(r.edits) {
+			end = r.edits[r.k].Start
+		}
+		if r.pos < end {
+			c := copy(p[n:], r.doc[r.pos:end])
+			r.pos += c
+			n += c
+			continue
+		}
+		if r.k == len(r.edits) {
+			if n == 0 {
+				return 0, io.EOF
+			}
+			break
+		}
+		e := &r.edits[r.k]
+		r.k++
+		r.pos = e.End
+		if e.Write != nil {
+			r.buf = e.Write(r.buf[:0])
+			r.pend = r.buf
+		} else {
+			r.pend = e.Repl
+		}
+	}
+	return n, nil
+}
+
+// Buffer returns the replacement buffer, for reuse once the reader is done.
+func (r *EditReader) Buffer() []byte { return r.buf[:0] }
+
 // Apply returns doc with the edits applied, in a new slice, or doc itself
 // when there are none.
 func Apply(doc []byte, edits []Edit) []byte {
@@ -47,13 +136,9 @@ func Apply(doc []byte, edits []Edit) []byte {
 // rules rewriting the same bytes is a programming error, and AppendEdits
 // panics naming both edits rather than guess which one wins.
 func AppendEdits(out, doc []byte, edits []Edit) []byte {
-	slices.SortStableFunc(edits, func(a, b Edit) int { return cmp.Compare(a.Start, b.Start) })
+	SortEdits(edits)
 	pos := 0
-	for k, e := range edits {
-		if e.Start < pos {
-			p := edits[k-1]
-			panic(fmt.Sprintf("jsonspan: overlapping edits [%d,%d) and [%d,%d)", p.Start, p.End, e.Start, e.End))
-		}
+	for _, e := range edits {
 		out = append(out, doc[pos:e.Start]...)
 		if e.Write != nil {
 			out = e.Write(out)

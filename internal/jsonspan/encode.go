@@ -1,6 +1,7 @@
 package jsonspan
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 	"slices"
@@ -210,6 +211,41 @@ func AppendQuoted(dst []byte, parts ...[]byte) []byte {
 	}
 	return append(dst, '"')
 }
+
+// QuotedLen returns the length AppendQuoted appends for parts, without
+// building it: a body built as it is read announces its length first.
+func QuotedLen(parts ...[]byte) int {
+	n := 2
+	for _, p := range parts {
+		n += len(p) + bytes.Count(p, quoteByte) + bytes.Count(p, backslashByte)
+		// Control bytes are rare (white space between tokens): words
+		// without one are stepped over.
+		for i := 0; i < len(p); {
+			if i+8 <= len(p) {
+				if w := binary.LittleEndian.Uint64(p[i:]); (w-lsb*0x20)&^w&msb == 0 {
+					i += 8
+					continue
+				}
+			}
+			for end := min(i+8, len(p)); i < end; i++ {
+				if c := p[i]; c < 0x20 {
+					var esc [6]byte
+					n += len(appendEscaped(esc[:0], c)) - 1
+				}
+			}
+		}
+	}
+	return n
+}
+
+// LiteralQuotedLen is what a string literal adds to QuotedLen as one of
+// its parts. A valid literal holds no control byte, so its quotes and
+// backslashes are all there is to count.
+func LiteralQuotedLen(lit []byte) int {
+	return len(lit) + bytes.Count(lit, quoteByte) + bytes.Count(lit, backslashByte)
+}
+
+var quoteByte, backslashByte = []byte{'"'}, []byte{'\\'}
 
 // quoteEscape marks the bytes that cannot stand for themselves in a string
 // literal: quotes, backslashes and control characters. Unlike PlainRun's

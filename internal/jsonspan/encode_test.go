@@ -98,12 +98,22 @@ func TestAppendQuoted(t *testing.T) {
 // literal that decodes back to that text.
 func FuzzAppendQuoted(f *testing.F) {
 	f.Add([]byte(`{"input":"a \"b\" \\ \u00e9 é and more text than eight bytes"}`), 3)
+	f.Add([]byte("{\"a\":\t[1,\r\n2]}\x00\x1f\x7f"), 9)
+	f.Add([]byte(`"Gr\u00fc\u00dfe \\\"x\\\" é"`), 4)
 	f.Fuzz(func(t *testing.T, doc []byte, cut int) {
+		cut = min(max(cut, 0), len(doc))
+		q := AppendQuoted(nil, doc[:cut], doc[cut:])
+		if n := QuotedLen(doc[:cut], doc[cut:]); n != len(q) {
+			t.Fatalf("QuotedLen(%q) = %d, AppendQuoted wrote %d bytes", doc, n, len(q))
+		}
 		if !json.Valid(doc) {
 			return
 		}
-		cut = min(max(cut, 0), len(doc))
-		q := AppendQuoted(nil, doc[:cut], doc[cut:])
+		if len(doc) > 0 && doc[0] == '"' && SkipString(doc, 0) == len(doc) {
+			if n := QuotedLen() + LiteralQuotedLen(doc); n != len(q) {
+				t.Fatalf("LiteralQuotedLen(%s) = %d, AppendQuoted wrote %d bytes", doc, n-2, len(q)-2)
+			}
+		}
 		var back string
 		if err := json.Unmarshal(q, &back); err != nil {
 			t.Fatalf("AppendQuoted(%q) = %s: %v", doc, q, err)
@@ -135,5 +145,27 @@ func BenchmarkAppendString(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		dst = AppendString(dst[:0], s)
+	}
+}
+
+func TestQuotedLen(t *testing.T) {
+	for _, tc := range []struct {
+		parts []string
+		want  string
+	}{
+		{nil, `""`},
+		{[]string{`{"input":`, `"a \"b\" \\ é"`, `}`}, `"{\"input\":\"a \\\"b\\\" \\\\ é\"}"`},
+		{[]string{"\t\n\x00\x1f long enough for a word\x7f"}, `"\t\n\u0000\u001f long enough for a word` + "\x7f" + `"`},
+	} {
+		var parts [][]byte
+		for _, p := range tc.parts {
+			parts = append(parts, []byte(p))
+		}
+		if got := string(AppendQuoted(nil, parts...)); got != tc.want {
+			t.Fatalf("AppendQuoted(%q) = %s, want %s", tc.parts, got, tc.want)
+		}
+		if n := QuotedLen(parts...); n != len(tc.want) {
+			t.Errorf("QuotedLen(%q) = %d, want %d", tc.parts, n, len(tc.want))
+		}
 	}
 }
