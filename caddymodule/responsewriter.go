@@ -45,6 +45,10 @@ type responseWriter struct {
 	rc     *http.ResponseController
 	buf    bytes.Buffer
 	tooBig bool
+	// In a stream: whether the header went out with a flush, and whether
+	// bytes were written since the last one. reverse_proxy flushes after
+	// every read, also when the rules held or dropped all of it.
+	flushed, unflushed bool
 
 	// The upstream's Content-Encoding when it compressed the body despite
 	// Accept-Encoding: identity, and, in a stream, the decoder the body
@@ -157,6 +161,7 @@ func (rw *responseWriter) Write(p []byte) (int, error) {
 func (rw *responseWriter) writeStream(p []byte) (int, error) {
 	err := rw.stream.Write(p)
 	if out := rw.stream.Output(); len(out) > 0 {
+		rw.unflushed = true
 		if _, werr := rw.ResponseWriter.Write(out); werr != nil {
 			return 0, werr
 		}
@@ -198,6 +203,15 @@ func (rw *responseWriter) FlushError() error {
 	}
 	if rw.mode == modeUndecided {
 		rw.WriteHeader(http.StatusOK)
+	}
+	if rw.mode == modeStream {
+		if rw.flushed && !rw.unflushed {
+			// Nothing new since the last flush: a read whose events the
+			// rules hold (a converted call's partial line) costs no
+			// flush, and no write deadline reset under it.
+			return nil
+		}
+		rw.flushed, rw.unflushed = true, false
 	}
 	return rw.controller().Flush()
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -243,5 +244,56 @@ func TestBridgeNamesContextLengthErrors(t *testing.T) {
 				t.Errorf("Content-Length %q", n)
 			}
 		})
+	}
+}
+
+// flushCounter counts the flushes that reach the client's writer.
+type flushCounter struct {
+	*httptest.ResponseRecorder
+	flushes int
+}
+
+func (f *flushCounter) Flush() { f.flushes++; f.ResponseRecorder.Flush() }
+
+// TestStreamFlushesOnlyWhatItWrote: reverse_proxy flushes after every read;
+// a read whose events the rules hold (the first bytes of a converted
+// apply_patch line) reaches the client as no flush at all, while the header
+// and every read with output are flushed at once.
+func TestStreamFlushesOnlyWhatItWrote(t *testing.T) {
+	h := provisioned(t, &Handler{Rules: []transforms.RuleConfig{{Transform: "field_custom_tools_to_function", Config: []byte(`{"names":["*"]}`)}}})
+	added := "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":0,\"output_index\":0,\"item\":{\"id\":\"fc\",\"type\":\"function_call\",\"arguments\":\"\",\"call_id\":\"c\",\"name\":\"apply_patch\"}}\n\n"
+	held := "event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"sequence_number\":1,\"item_id\":\"fc\",\"output_index\":0,\"delta\":\"{\\\"input\\\":\\\"*** Beg\"}\n\n"
+	line := "event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"sequence_number\":2,\"item_id\":\"fc\",\"output_index\":0,\"delta\":\"in Patch\\\\n\"}\n\n"
+	fc := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
+	var seen []int // flushes the client had after each read
+	req := httptest.NewRequest(http.MethodPost, "/v1/responses", strings.NewReader(`{"model":"m","tools":[{"type":"custom","name":"apply_patch"}]}`))
+	req = req.WithContext(context.WithValue(req.Context(), caddy.ReplacerCtxKey, caddy.NewReplacer()))
+	err := h.ServeHTTP(fc, req, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		if err := rc.Flush(); err != nil { // the header, before any event
+			return err
+		}
+		seen = append(seen, fc.flushes)
+		for _, ev := range []string{added, held, line} {
+			if _, err := io.WriteString(w, ev); err != nil {
+				return err
+			}
+			if err := rc.Flush(); err != nil {
+				return err
+			}
+			seen = append(seen, fc.flushes)
+		}
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{1, 2, 2, 3}; !slices.Equal(seen, want) {
+		t.Fatalf("client flushes after the header and each read: %v, want %v", seen, want)
+	}
+	if body := fc.Body.String(); !strings.Contains(body, `"delta":"*** Begin Patch\n"`) || strings.Contains(body, `"*** Beg"`) {
+		t.Fatalf("body %s", body)
 	}
 }
