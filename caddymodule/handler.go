@@ -426,14 +426,6 @@ func (h *Handler) readBody(r *http.Request, lease *bodyLease) ([]byte, error) {
 	return dec, nil
 }
 
-func setBody(r *http.Request, b []byte) {
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	r.ContentLength = int64(len(b))
-	r.TransferEncoding = nil
-	r.Header.Set("Content-Length", fmt.Sprint(len(b)))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
-}
-
 // bodyLease hands a request's pooled buffers back once its count drops to
 // zero: one for the handler, one for each reader of the request body.
 // net/http may close, and so read, a request body after RoundTrip returns,
