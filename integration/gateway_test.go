@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -24,6 +25,7 @@ import (
 
 	_ "github.com/llmtransform/caddy-llm-transform/caddymodule"
 	"github.com/llmtransform/caddy-llm-transform/internal/fakeprovider"
+	"github.com/llmtransform/caddy-llm-transform/transforms"
 )
 
 const (
@@ -419,4 +421,67 @@ func TestCaddyfileConfigErrors(t *testing.T) {
 }
 `, "caddyfile", tc.want)
 	}
+}
+
+// TestLargeRewrittenRequestThroughReverseProxy: a 600 kB request whose
+// history holds hundreds of custom calls goes upstream built as
+// reverse_proxy's transport reads it. The strict upstream gets exactly the
+// rewrite's bytes, under a Content-Length that matches them, and accepts it
+// (it keeps the first MiB of each body, so the rewrite stays below that).
+func TestLargeRewrittenRequestThroughReverseProxy(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"model":"gpt-5.5","tools":[{"type":"custom","name":"apply_patch"}],"input":[`)
+	for i := 0; b.Len() < 600<<10; i++ {
+		fmt.Fprintf(&b, `{"type":"custom_tool_call","id":"ctc_%d","call_id":"call_%d","name":"apply_patch","input":"*** Begin Patch\n*** Update File: a.py\n@@\n-print(\"Hallo \\\"%d\\\"\")\n+print(\"Grüße — r\\\"C:\\\\temp\\\" 🦀\")\n*** End Patch\n"},`, i, i, i)
+		fmt.Fprintf(&b, `{"type":"custom_tool_call_output","call_id":"call_%d","output":"Done!"},`, i)
+	}
+	b.WriteString(`{"type":"message","role":"user","content":"next"}]}`)
+	body := b.String()
+
+	demo, up := strictUpstream(t)
+	tester := startGateway(t, "rule field_custom_tools_to_function {\n\tnames *\n}", up)
+	resp, err := tester.Client.Post(gatewayURL+"/v1/responses", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, answer)
+	}
+	reqs := demo.Requests()
+	if len(reqs) == 0 {
+		t.Fatal("upstream received nothing")
+	}
+	got := reqs[len(reqs)-1]
+	want := rewriteLocally(t, `[{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}]`, body)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("upstream got %d bytes, the rewrite is %d", len(got), len(want))
+	}
+	if n := gjson.GetBytes(got, `input.#(type=="function_call")#`).Array(); len(n) < 500 || bytes.Contains(got, []byte(`"custom_tool_call`)) {
+		t.Fatalf("%d function calls upstream; custom items left: %v", len(n), bytes.Contains(got, []byte(`"custom_tool_call`)))
+	}
+}
+
+// rewriteLocally is what the rules make of a Responses request in this
+// process, built whole: what the gateway's upstream must receive.
+func rewriteLocally(t *testing.T, rulesJSON, body string) []byte {
+	t.Helper()
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	var cfgs []transforms.RuleConfig
+	if err := json.Unmarshal([]byte(rulesJSON), &cfgs); err != nil {
+		t.Fatal(err)
+	}
+	rules, err := transforms.Compile(ctx, cfgs, transforms.ScopeProvider, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{}, nil)
+	transforms.NewChain(rules).Begin(x, gjson.Get(body, "model").String())
+	out, err := x.RewriteRequest([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
