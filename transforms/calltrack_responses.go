@@ -65,9 +65,13 @@ type responsesCalls struct {
 	ev        Event
 	esc       []byte       // the escaped final text of escFor's done event
 	last      *trackedCall // the open call find found last, by item id
-	itembuf   []byte       // the last finished item's event
-	escFor    *trackedCall
-	refsBuf   eventRefs // the argument event being handled
+	// The keys find found no call for last, while no call opened or
+	// closed since.
+	missKnown         bool
+	missID, missIndex []byte
+	itembuf           []byte // the last finished item's event
+	escFor            *trackedCall
+	refsBuf           eventRefs // the argument event being handled
 }
 
 // maxKeptEscape bounds the escape buffer kept from call to call.
@@ -263,6 +267,23 @@ func (s *responsesCalls) find(itemID, outputIndex []byte) (c *trackedCall, close
 		(len(outputIndex) == 0 || l.outputIndex == nil || bytes.Equal(l.outputIndex, outputIndex)) {
 		return l, false
 	}
+	// So are the deltas of a call the rule does not restore (a native
+	// function's): the keys that found nothing last time find nothing
+	// again until a call opens or closes.
+	if s.missKnown && bytes.Equal(itemID, s.missID) && bytes.Equal(outputIndex, s.missIndex) {
+		return nil, false
+	}
+	c, closed = s.findMapped(itemID, outputIndex)
+	if c == nil && !closed {
+		s.missKnown = true
+		s.missID = append(s.missID[:0], itemID...)
+		s.missIndex = append(s.missIndex[:0], outputIndex...)
+	}
+	return c, closed
+}
+
+// findMapped is find through the maps of open and closed calls.
+func (s *responsesCalls) findMapped(itemID, outputIndex []byte) (c *trackedCall, closed bool) {
 	if len(itemID) > 0 {
 		c := s.open[callKey{byItemID, string(itemID)}]
 		if c != nil && (len(outputIndex) == 0 || c.outputIndex == nil || bytes.Equal(c.outputIndex, outputIndex)) {
@@ -290,7 +311,7 @@ func (s *responsesCalls) find(itemID, outputIndex []byte) (c *trackedCall, close
 // close moves a call from open to closed; completed says it was
 // delivered whole rather than dropped.
 func (s *responsesCalls) close(c *trackedCall, completed bool) {
-	s.last = nil
+	s.last, s.missKnown = nil, false
 	if c.h != nil {
 		releaseCall(c.h)
 		c.h = nil // the arguments' buffers go now
@@ -340,6 +361,9 @@ const (
 // trackedKindOf classifies an event's "type", the JSON string literal as
 // the event wrote it: Event acts on it, Handles tells the engine.
 func trackedKindOf(typ []byte) trackedKind {
+	// A switch on the literal: the compiler dispatches on the length and
+	// compares words, which measured faster than checking the last eight
+	// bytes first (4-5 ns against 5-9 per event).
 	switch string(typ) {
 	case `"response.output_item.added"`:
 		return itemAddedKind
@@ -448,7 +472,7 @@ func (s *responsesCalls) End(emit Emit) error {
 }
 
 func (s *responsesCalls) newCall(client ToolID, h CallHandler, itemID string, outputIndex []byte, callID string) *trackedCall {
-	s.last = nil // a new call may take the keys of the last one
+	s.last, s.missKnown = nil, false // a new call may take the keys of the last one, or those that found none
 	c := &trackedCall{client: client, h: h, itemID: itemID, callID: callID, outputIndex: bytes.Clone(outputIndex)}
 	_, c.relay = h.(relaying)
 	for _, k := range callKeys(itemID, c.outputIndex, callID) {
@@ -621,20 +645,17 @@ const (
 	valueArguments = `,"arguments":"`
 )
 
-// hasAt reports whether d holds lit at i. Inlined with a constant lit, the
-// comparison is a few word loads rather than a call.
-func hasAt(d []byte, i int, lit string) bool {
-	return len(d)-i >= len(lit) && string(d[i:i+len(lit)]) == lit
-}
-
 // openAIArgsAfter is openAIArgs for a head already read. It fills r in
 // place: the refs are a few slices, copied on every delta otherwise.
 func openAIArgsAfter(d []byte, seq jsonspan.Span, ok bool, valueAt string, r *eventRefs) bool {
 	if !ok || seq.Start < 0 {
 		return false
 	}
+	// The literals are compared in place, not through a helper: compared
+	// with a constant of up to 16 bytes, the compiler loads words instead
+	// of calling memequal.
 	i := seq.End
-	if !hasAt(d, i, `,"item_id":"`) {
+	if len(d)-i < len(`,"item_id":"`) || string(d[i:i+len(`,"item_id":"`)]) != `,"item_id":"` {
 		return false
 	}
 	i += len(`,"item_id":"`)
@@ -649,7 +670,7 @@ func openAIArgsAfter(d []byte, seq jsonspan.Span, ok bool, valueAt string, r *ev
 	}
 	itemID := d[i:n]
 	i = n + 1
-	if !hasAt(d, i, `,"output_index":`) {
+	if len(d)-i < len(`,"output_index":`) || string(d[i:i+len(`,"output_index":`)]) != `,"output_index":` {
 		return false
 	}
 	i += len(`,"output_index":`)
@@ -662,9 +683,9 @@ func openAIArgsAfter(d []byte, seq jsonspan.Span, ok bool, valueAt string, r *ev
 	}
 	var v int
 	switch {
-	case valueAt == valueDelta && hasAt(d, j, valueDelta):
+	case valueAt == valueDelta && len(d)-j >= len(valueDelta) && string(d[j:j+len(valueDelta)]) == valueDelta:
 		v = j + len(valueDelta) - 1
-	case valueAt == valueArguments && hasAt(d, j, valueArguments):
+	case valueAt == valueArguments && len(d)-j >= len(valueArguments) && string(d[j:j+len(valueArguments)]) == valueArguments:
 		v = j + len(valueArguments) - 1
 	default:
 		return false

@@ -245,3 +245,33 @@ func TestSeqOfAbsent(t *testing.T) {
 		t.Errorf("sequence_number %q, want 7", seq)
 	}
 }
+
+// TestTrackedKindOf holds the word-at-a-time classification to a plain
+// switch, on every type it knows and on types that share a length and the
+// last eight bytes with one, or only one of the two.
+func TestTrackedKindOf(t *testing.T) {
+	want := map[string]trackedKind{
+		`"response.output_item.added"`:             itemAddedKind,
+		`"response.function_call_arguments.delta"`: argsDeltaKind,
+		`"response.function_call_arguments.done"`:  argsDoneKind,
+		`"response.output_item.done"`:              itemDoneKind,
+		`"response.completed"`:                     lifecycleKind,
+		`"response.created"`:                       lifecycleKind,
+		`"response.in_progress"`:                   lifecycleKind,
+		`"response.queued"`:                        lifecycleKind,
+		`"response.failed"`:                        terminalKind,
+		`"response.incomplete"`:                    terminalKind,
+		`"error"`:                                  errorKind,
+	}
+	types := []string{`""`, `"`, ``, `"errors"`, `"Error"`, `"response.output_text.delta"`, `"response.output_text.done"`,
+		`"response.outputXitem.added"`, `"response.function_call_argumentsXdelta"`, `"xesponse.function_call_arguments.done"`,
+		`"response.queuex"`, `"response.failex"`, `"response.output_item.done`, `response.output_item.done"`}
+	for typ := range want {
+		types = append(types, typ)
+	}
+	for _, typ := range types {
+		if got := trackedKindOf([]byte(typ)); got != want[typ] {
+			t.Errorf("trackedKindOf(%s) = %v, want %v", typ, got, want[typ])
+		}
+	}
+}

@@ -410,7 +410,10 @@ func openAIHead(d []byte) (typ, seq jsonspan.Span, ok bool) {
 	}
 	typ = jsonspan.Span{Start: len(typeKey) - 1, End: end + 1}
 	rest := d[end+1:]
-	if len(rest) < len(seqKey) || string(rest[:len(seqKey)]) != seqKey {
+	// In two comparisons with constants of at most 16 bytes, which the
+	// compiler makes word loads rather than a memequal call.
+	const seqKeyHead, seqKeyTail = `,"sequence_numbe`, `r":`
+	if len(rest) < len(seqKey) || string(rest[:len(seqKeyHead)]) != seqKeyHead || string(rest[len(seqKeyHead):len(seqKey)]) != seqKeyTail {
 		return typ, jsonspan.NoSpan(), len(rest) > 0 && rest[0] == ',' && !bytes.Contains(rest, []byte(`"sequence_number"`))
 	}
 	i := end + 1 + len(seqKey)
