@@ -86,3 +86,46 @@ func TestReviewToolsPlanHistoryLengthLarge(t *testing.T) {
 		t.Fatalf("deferred %v: Content-Length would be %d, the reader gives %d bytes, RewriteRequest %d", rb.Deferred(), rb.Len(), len(got), len(want))
 	}
 }
+
+// Converted history calls whose input is adversarial: the announced
+// length must still be the bytes read.
+func TestReviewCustomInputs(t *testing.T) {
+	rules := `[{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}]`
+	inputs := []string{
+		`"plain"`, `"a\"b\\c\u0000\n"`, "\"tab\there\"", "\"nl\nhere\"", "\"\x01\x1f\"", "\"bad\xff\xfeutf8\"",
+		`{"a": [1,` + "\n\t\r" + `2]}`, `123`, `null`, `true`, `[]`, `{"k":"v\"q\\"}`, `  "spaced"  `, "{\"k\":\"\xff\"}",
+		`"\u2028\ud800"`, `-1.5e+10`,
+	}
+	for i, in := range inputs {
+		t.Run(fmt.Sprintf("responses/%d", i), func(t *testing.T) {
+			body := `{"model":"m","tools":[{"type":"custom","name":"apply_patch"}],"input":[{"type":"custom_tool_call","id":"ctc_1","call_id":"c1","name":"apply_patch","input":` + in + `},{"type":"custom_tool_call_output","id":"x","call_id":"c1","output":"ok"}]}`
+			reviewCompare(t, rules, ProtocolResponses, body)
+		})
+		t.Run(fmt.Sprintf("chat/%d", i), func(t *testing.T) {
+			body := `{"model":"m","tools":[{"type":"custom","custom":{"name":"apply_patch"}}],"messages":[{"role":"assistant","tool_calls":[{"id":"c1","type":"custom","custom":{"name":"apply_patch","input":` + in + `}}]},{"role":"tool","tool_call_id":"c1","content":"ok"}]}`
+			reviewCompare(t, rules, ProtocolChat, body)
+		})
+	}
+	// Absent, repeated and escaped-key inputs, and namespaces.
+	for i, body := range []string{
+		`{"tools":[{"type":"custom","name":"p"}],"input":[{"type":"custom_tool_call","call_id":"c1","name":"p"}]}`,
+		`{"tools":[{"type":"custom","name":"p"}],"input":[{"type":"custom_tool_call","call_id":"c1","name":"p","input":"a","input":{"b":1}}]}`,
+		`{"tools":[{"type":"custom","name":"p"}],"input":[{"type":"custom_tool_call","call_id":"c1","name":"p","inp\u0075t":"a\"","input":"x"}]}`,
+		`{"tools":[{"type":"namespace","name":"ns","tools":[{"type":"custom","name":"p"}]}],"input":[{"type":"custom_tool_call","call_id":"c1","namespace":"ns","name":"p","input":"q\"\\"}]}`,
+		`{"tools":[{"type":"custom","name":"p"}],"input":[{"type":"custom_tool_call","call_id":"c1","name":"p","input":"a"},{"type":"custom_tool_call","call_id":"c1","name":"p","input":"b"}]}`,
+	} {
+		t.Run(fmt.Sprintf("responses-shape/%d", i), func(t *testing.T) {
+			reviewCompare(t, rules, ProtocolResponses, body)
+		})
+	}
+	for i, body := range []string{
+		`{"tools":[{"type":"custom","custom":{"name":"p"}}],"messages":[{"role":"assistant","tool_calls":[{"id":"c1","type":"custom","custom":{"name":"p"}}]}]}`,
+		`{"tools":[{"type":"custom","custom":{"name":"p"}}],"messages":[{"role":"assistant","tool_calls":[{"id":"c1","type":"custom","custom":{"name":"p","input":"a","input":{"x":"\""}}}]}]}`,
+		`{"tools":[{"type":"custom","custom":{"name":"p"}}],"messages":[{"role":"assistant","tool_calls":[{"id":"c1","type":"custom","custom":{"name":"p","input":"a"},"custom":{"name":"p","input":"bb\"\""}}]}]}`,
+		`{"tools":[{"type":"custom","custom":{"name":"p"}}],"messages":[{"role":"assistant","tool_calls":[{"id":"c1","type":"custom","custom":{"name":"p","inp\u0075t":"a\"\"\""}}]}]}`,
+	} {
+		t.Run(fmt.Sprintf("chat-shape/%d", i), func(t *testing.T) {
+			reviewCompare(t, rules, ProtocolChat, body)
+		})
+	}
+}
