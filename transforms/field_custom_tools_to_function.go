@@ -257,7 +257,7 @@ func (t *CustomToolsToFunction) RewriteRequest(x *Exchange, body []byte) ([]byte
 				}
 				// Patches are most of a Codex request: each is written
 				// straight into the new body.
-				w.ReplaceWith(n, p.historyCallSize(n), func(dst []byte) []byte { return p.historyCall(dst, n) })
+				w.ReplaceWithExact(n, p.historyCallSize(n), func(dst []byte) []byte { return p.historyCall(dst, n) })
 				p.converted++
 			}
 		case n.Kind == NodeOutput && n.Type == "custom_tool_call_output":

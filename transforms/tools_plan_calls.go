@@ -37,7 +37,7 @@ func (p *toolPlan) writeHistory() {
 			if up == "" || (up == n.Name && !flat) {
 				continue
 			}
-			w.ReplaceWith(n, n.End-n.Start+len(up), func(dst []byte) []byte {
+			w.ReplaceMeasured(n, func(dst []byte) []byte {
 				ow := jsonspan.NewObj(dst)
 				jsonspan.EachMember(doc, n.Start, func(m jsonspan.Member) bool {
 					switch {
@@ -59,9 +59,9 @@ func (p *toolPlan) writeHistory() {
 			}
 			up := p.codec.name(codecKey{b, "", b})
 			if n.Kind == NodeCall {
-				w.ReplaceWith(n, n.End-n.Start+64, func(dst []byte) []byte { return builtinHistoryCall(dst, doc, n, b, up) })
+				w.ReplaceMeasured(n, func(dst []byte) []byte { return builtinHistoryCall(dst, doc, n, b, up) })
 			} else {
-				w.ReplaceWith(n, n.End-n.Start+64, func(dst []byte) []byte { return builtinHistoryOutput(dst, doc, n) })
+				w.ReplaceMeasured(n, func(dst []byte) []byte { return builtinHistoryOutput(dst, doc, n) })
 			}
 		}
 	}

@@ -104,8 +104,10 @@ type ToolWalk struct {
 
 	x     *Exchange
 	edits []jsonspan.Edit
-	names map[string]string // the walk's type and tool names, each allocated once
-	roots []string          // the lists nodes sit in, by ToolNode.root
+	// scratch is where ReplaceMeasured writes a replacement to measure it.
+	scratch []byte
+	names   map[string]string // the walk's type and tool names, each allocated once
+	roots   []string          // the lists nodes sit in, by ToolNode.root
 	// rootSpans are the arrays of the definition lists in roots ("tools",
 	// additional_tools items' lists), by the same index; other lists
 	// have none.
@@ -593,16 +595,37 @@ func (w *ToolWalk) Replace(n *ToolNode, repl []byte) {
 }
 
 // ReplaceWith is Replace for a large replacement: write appends it to the
-// new body as the body is built, so it is written once, in place. size is
-// the exact length write appends: a body built as it is read announces it
-// first. write runs during Rewrite or, for a body left unbuilt (see
-// Exchange.RewriteRequestBody), as the body is read, until the exchange is
-// released; it may read the walk but change nothing.
+// new body as the body is built, so it is written once, in place; size is
+// its expected length. write runs during Rewrite and may read the walk.
+// A body with such an edit is built whole: see ReplaceWithExact.
 func (w *ToolWalk) ReplaceWith(n *ToolNode, size int, write func(dst []byte) []byte) {
-	w.edits = append(w.edits, jsonspan.Edit{Start: n.Start, End: n.End, Write: write, Size: size, Exact: true})
+	w.replaceWith(n, size, false, write)
+}
+
+// ReplaceWithExact is ReplaceWith where size is the exact length write
+// appends. A large body whose edits all have exact lengths is not built by
+// the last rule but as the upstream reads it (Exchange.RewriteRequestBody),
+// its length announced first: write then runs on the transport's
+// goroutine, until the exchange is released, and may read the walk and
+// what the rule planned but change nothing.
+func (w *ToolWalk) ReplaceWithExact(n *ToolNode, size int, write func(dst []byte) []byte) {
+	w.replaceWith(n, size, true, write)
+}
+
+func (w *ToolWalk) replaceWith(n *ToolNode, size int, exact bool, write func(dst []byte) []byte) {
+	w.edits = append(w.edits, jsonspan.Edit{Start: n.Start, End: n.End, Write: write, Size: size, Exact: exact})
 	if n.Kind == NodeDefinition || n.Kind == NodeChoice {
 		w.echo = true
 	}
+}
+
+// ReplaceMeasured is ReplaceWithExact for a replacement whose length is
+// not known beforehand: write runs once more, now, to measure it. For a
+// replacement that is small next to the body, the second write costs less
+// than building the whole body.
+func (w *ToolWalk) ReplaceMeasured(n *ToolNode, write func(dst []byte) []byte) {
+	w.scratch = write(w.scratch[:0])
+	w.replaceWith(n, len(w.scratch), true, write)
 }
 
 // Rename plans a new name for a node: only the bytes of its name change,
