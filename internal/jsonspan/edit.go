@@ -111,6 +111,11 @@ func (r *EditReader) Read(p []byte) (int, error) {
 		if e.Write != nil {
 			r.buf = e.Write(r.buf[:0])
 			r.pend = r.buf
+			if e.Exact && len(r.buf) != e.Size {
+				// The length announced for the document is wrong: better
+				// no document than one cut short or running over.
+				return n, fmt.Errorf("jsonspan: the replacement of [%d,%d) is %d bytes, not the %d announced", e.Start, e.End, len(r.buf), e.Size)
+			}
 		} else {
 			r.pend = e.Repl
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -108,4 +109,12 @@ func FuzzEditReader(f *testing.F) {
 			t.Fatalf("EditReader gave %q, AppendEdits %q", got, want)
 		}
 	})
+}
+
+func TestEditReaderRefusesAWrongExactSize(t *testing.T) {
+	edits := []Edit{{Start: 1, End: 2, Write: func(dst []byte) []byte { return append(dst, "xyz"...) }, Size: 2, Exact: true}}
+	_, err := io.ReadAll(NewEditReader([]byte("abc"), edits, nil))
+	if err == nil || !strings.Contains(err.Error(), "3 bytes, not the 2 announced") {
+		t.Fatalf("err = %v", err)
+	}
 }
