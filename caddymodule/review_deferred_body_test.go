@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 )
@@ -61,5 +62,56 @@ func TestReviewToolsPlanLargeBodyReachesUpstream(t *testing.T) {
 	})
 	if rtErr != nil {
 		t.Fatalf("the upstream round trip failed: %v", rtErr)
+	}
+}
+
+// TestReviewCloseDuringReadReleasesWalks: HTTP/2's transport closes a
+// request body on its own goroutine (closeReqBodyLocked) while its body
+// writer may be inside Read, e.g. when the upstream answers early. The
+// lease then reaches zero as the handler returns and Exchange.Release
+// clears the walks' nodes and pools them (and recycles the read buffer)
+// while the deferred body's Write closures are still reading them. Run
+// with -race: the detector reports the clear in releaseWalks against the
+// closures' reads; without -race, the cleared nodes (Start 0) make every
+// remaining replacement copy the whole body, and the Read runs for minutes.
+func TestReviewCloseDuringReadReleasesWalks(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"model":"m","tools":[{"type":"custom","name":"apply_patch"}],"input":[`)
+	for i := 0; b.Len() < 3<<20; i++ {
+		fmt.Fprintf(&b, `{"type":"custom_tool_call","id":"ctc_%d","call_id":"c%d","name":"apply_patch","input":"*** Begin Patch\n+x\n*** End Patch\n"},`, i, i)
+	}
+	b.WriteString(`{"type":"message","role":"user","content":"go"}]}`)
+	h := wildcardHandler(t)
+	req := httptest.NewRequest(http.MethodPost, "/v1/responses", strings.NewReader(b.String()))
+	done := make(chan int)
+	var announced int64
+	serveRequest(t, h, req, func(w http.ResponseWriter, r *http.Request) error {
+		body := r.Body
+		announced = r.ContentLength
+		started := make(chan struct{})
+		go func() {
+			p := make([]byte, 16<<20) // one Read crosses every edit
+			close(started)
+			n, _ := body.Read(p)
+			done <- n
+		}()
+		<-started
+		// The upstream answered early: the transport closes the body on
+		// another goroutine, the handler copies the answer and returns.
+		go body.Close()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"message":"early","type":"invalid_request_error"}}`)
+		return nil
+	})
+	select {
+	case n := <-done:
+		if int64(n) != announced {
+			t.Fatalf("one Read across the release gave %d bytes of the %d announced: the walks were released under it", n, announced)
+		}
+	case <-time.After(20 * time.Second):
+		// The walks' nodes were cleared under the reader: each remaining
+		// converted call, at Start 0, copies the whole body.
+		t.Fatal("the body's Read is still running 20s after the handler returned: Release cleared the walks it reads")
 	}
 }

@@ -129,3 +129,126 @@ func TestReviewCustomInputs(t *testing.T) {
 		})
 	}
 }
+
+// TestReviewMatrix runs every request rule, alone and after the custom
+// conversion, over a set of bodies with every rewrite left unbuilt, and
+// holds the bytes read and the announced length to RewriteRequest's.
+// Cases known to fail (the tools_plan history rewrites) are in
+// TestReviewToolsPlanHistoryLength; this one skips nothing.
+func TestReviewMatrix(t *testing.T) {
+	var bodies []string
+	bodies = append(bodies, walkSeeds()...)
+	codex, _ := codexLikeRequest(t, 64<<10)
+	bodies = append(bodies, string(codex), string(chatCustomRequest(16<<10)))
+	bodies = append(bodies,
+		`{"model":"m","tools":[{"type":"namespace","name":"ns","tools":[{"type":"function","name":"f","parameters":{"type":"object"}},{"type":"custom","name":"p"}]},{"type":"web_search"},{"type":"local_shell"},{"type":"shell"},{"type":"computer"},{"type":"tool_search"},{"type":"apply_patch"}],"tool_choice":"required",`+
+			`"input":[{"type":"custom_tool_call","call_id":"c0","namespace":"ns","name":"p","input":"a\"b"},{"type":"custom_tool_call_output","call_id":"c0","output":"ok"},`+
+			`{"type":"web_search_call","id":"ws","status":"completed"},`+
+			`{"type":"shell_call","call_id":"s1","action":{"commands":["ls"]}},{"type":"shell_call_output","call_id":"s1","output":[{"stdout":"a","stderr":"","outcome":{"type":"exit","exit_code":0}}]},`+
+			`{"type":"apply_patch_call","call_id":"a1","operation":{"type":"create_file","path":"x","diff":"+x"}},{"type":"apply_patch_call_output","call_id":"a1","output":"done"},`+
+			`{"type":"tool_search_call","call_id":"t1","arguments":"q"},{"type":"tool_search_output","call_id":"t1","tools":[]},`+
+			`{"type":"function_call","call_id":"f1","namespace":"ns","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"f1","output":"ok"}]}`,
+		`{"model":"m","tools":[{"type":"function","function":{"name":"a.b c","parameters":{"type":"object","properties":{"x":{"type":"string"}}}}},{"type":"custom","custom":{"name":"p"}}],`+
+			`"messages":[{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"a.b c","arguments":"{}"}},{"id":"c2","type":"custom","custom":{"name":"p","input":"x\\y"}}]},{"role":"tool","tool_call_id":"c1","content":"ok"}]}`,
+	)
+	custom := `{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}`
+	rules := []string{
+		`{"transform":"tools_plan","config":{"profile":"function_only"}}`,
+		`{"transform":"tools_plan","config":{"profile":"openai_chat"}}`,
+		`{"transform":"tools_plan","config":{"profile":"kimi","namespaces":"flatten"}}`,
+		`{"transform":"tools_plan","config":{"profile":"gemini"}}`,
+		`{"transform":"tools_filter","config":{"deny":["exec_command","f"]}}`,
+		`{"transform":"tools_filter","config":{"allow":["apply_patch"]}}`,
+		`{"transform":"tools_normalize_schema","config":{"dialect":"openai_strict"}}`,
+		`{"transform":"field_set","config":{"path":"store","value":false}}`,
+		custom,
+	}
+	var failed []string
+	for _, r := range rules {
+		for _, chain := range []string{"[" + r + "]", "[" + custom + "," + r + "]"} {
+			for _, p := range []Protocol{ProtocolResponses, ProtocolChat} {
+				for i, body := range bodies {
+					name := fmt.Sprintf("%s/%v/%d", chain, p, i)
+					if msg := reviewMismatch(t, chain, p, body); msg != "" {
+						failed = append(failed, name+": "+msg)
+					}
+				}
+			}
+		}
+	}
+	if len(failed) > 0 {
+		t.Fatalf("%d mismatches:\n%s", len(failed), strings.Join(failed, "\n"))
+	}
+}
+
+func reviewMismatch(t *testing.T, rules string, p Protocol, body string) string {
+	defer func(m int) { deferMin = m }(deferMin)
+	deferMin = 0
+	c := chainOf(t, rules)
+	x := begin(t, c, p, []byte(body))
+	want, err := x.RewriteRequest([]byte(body))
+	y := begin(t, c, p, []byte(body))
+	rb, errB := y.RewriteRequestBody([]byte(body))
+	if (err == nil) != (errB == nil) {
+		return fmt.Sprintf("RewriteRequest: %v, RewriteRequestBody: %v", err, errB)
+	}
+	if err != nil {
+		return ""
+	}
+	defer y.Release()
+	got, _ := io.ReadAll(rb.NewReader())
+	if rb.Len() != len(want) || !bytes.Equal(got, want) {
+		return fmt.Sprintf("deferred %v: announced %d, read %d, want %d (same bytes %v)", rb.Deferred(), rb.Len(), len(got), len(want), bytes.Equal(got, want))
+	}
+	return ""
+}
+
+// TestReviewConcurrentReadAndResponse reads a deferred body on two
+// goroutines at once (a retry while the first read is still going) while
+// the handler's goroutine goes on into the response phase, under -race.
+func TestReviewConcurrentReadAndResponse(t *testing.T) {
+	codex, _ := codexLikeRequest(t, 1<<20)
+	for _, rules := range []string{
+		`[{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}]`,
+		`[{"transform":"tools_plan","config":{"profile":"function_only"}}]`,
+	} {
+		c := chainOf(t, rules)
+		x := begin(t, c, ProtocolResponses, codex)
+		want, err := x.RewriteRequest(codex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y := begin(t, c, ProtocolResponses, codex)
+		rb, err := y.RewriteRequestBody(codex)
+		if err != nil || !rb.Deferred() {
+			t.Fatalf("%v, deferred %v", err, rb.Deferred())
+		}
+		done := make(chan []byte, 2)
+		for range 2 {
+			go func() {
+				b, _ := io.ReadAll(&chunked{r: rb.NewReader(), n: 4096})
+				done <- b
+			}()
+		}
+		resp := `{"id":"r","object":"response","output":[{"type":"function_call","call_id":"call_x","name":"apply_patch","arguments":"{\"input\":\"x\"}"}]}`
+		if y.WantsResponse() {
+			if _, err := y.RewriteResponse([]byte(resp)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		y2 := begin(t, c, ProtocolResponses, codex)
+		if _, err := y2.RewriteRequestBody(codex); err != nil {
+			t.Fatal(err)
+		}
+		replay(t, y2, sse(`{"type":"response.output_item.added","output_index":0,"item":{"type":"function_call","id":"fc","call_id":"c","name":"apply_patch","arguments":""}}`,
+			`{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc","delta":"{\"input\":\"x\"}"}`,
+			`{"type":"response.output_item.done","output_index":0,"item":{"type":"function_call","id":"fc","call_id":"c","name":"apply_patch","arguments":"{\"input\":\"x\"}"}}`), 7)
+		y2.Release()
+		for range 2 {
+			if got := <-done; !bytes.Equal(got, want) {
+				t.Fatalf("%s: a concurrent read gave %d bytes, want %d", rules, len(got), len(want))
+			}
+		}
+		y.Release()
+	}
+}
