@@ -457,15 +457,38 @@ func (l *bodyLease) release() {
 }
 
 // leasedBody is a request body reader that ends its hold on the lease when
-// closed (once: transports may close twice).
+// closed (once: transports may close twice). A transport may close the body
+// on one goroutine while it reads it on another (HTTP/2 does, when the
+// upstream answers early): Close waits for a Read under way, since the
+// lease's release hands back what the read uses (the client's bytes, and
+// the walk a deferred body's replacements are written from), and a Read
+// after Close finds the body closed.
 type leasedBody struct {
 	io.Reader
-	once  sync.Once
-	lease *bodyLease
+	mu     sync.Mutex
+	closed bool
+	lease  *bodyLease
+}
+
+var errBodyClosed = errors.New("llm_transform: read on a closed request body")
+
+func (b *leasedBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, errBodyClosed
+	}
+	return b.Reader.Read(p)
 }
 
 func (b *leasedBody) Close() error {
-	b.once.Do(b.lease.release)
+	b.mu.Lock()
+	was := b.closed
+	b.closed = true
+	b.mu.Unlock()
+	if !was {
+		b.lease.release()
+	}
 	return nil
 }
 

@@ -528,3 +528,21 @@ func TestLargeRewrittenBodyIsBuiltAsRead(t *testing.T) {
 		t.Fatalf("upstream called %v, status %d: %s", called, rec.Code, rec.Body)
 	}
 }
+
+// TestLeasedBodyReadAfterClose: once the transport closed the body, and the
+// lease may have handed its buffers back, a Read finds it closed instead of
+// reading them.
+func TestLeasedBodyReadAfterClose(t *testing.T) {
+	lease := &bodyLease{}
+	lease.acquire()
+	r := httptest.NewRequest(http.MethodPost, "/v1/responses", nil)
+	setLeasedBody(r, []byte(`{"a":1}`), lease)
+	lease.release()
+	_ = r.Body.Close()
+	if n, err := r.Body.Read(make([]byte, 8)); n != 0 || !errors.Is(err, errBodyClosed) {
+		t.Fatalf("Read after Close: %d, %v", n, err)
+	}
+	if lease.n.Load() != 0 {
+		t.Fatalf("holds after close: %d", lease.n.Load())
+	}
+}

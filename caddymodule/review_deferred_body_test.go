@@ -106,7 +106,9 @@ func TestReviewCloseDuringReadReleasesWalks(t *testing.T) {
 	})
 	select {
 	case n := <-done:
-		if int64(n) != announced {
+		// Close waits for the Read, or the Read finds the body closed:
+		// all of it or nothing, never a body built from released walks.
+		if int64(n) != announced && n != 0 {
 			t.Fatalf("one Read across the release gave %d bytes of the %d announced: the walks were released under it", n, announced)
 		}
 	case <-time.After(20 * time.Second):
