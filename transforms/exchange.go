@@ -390,12 +390,15 @@ func (b *RequestBody) Len() int { return b.size }
 // Deferred reports whether the body is built only as it is read.
 func (b *RequestBody) Deferred() bool { return b.edits != nil }
 
-// Bytes returns the body whole, building a deferred one in a new buffer.
+// Bytes returns the body whole, building a deferred one in a new buffer
+// through a reader of its own, so it may run alongside other readers.
 func (b *RequestBody) Bytes() []byte {
 	if b.edits == nil {
 		return b.doc
 	}
-	return jsonspan.AppendEdits(make([]byte, 0, b.size), b.doc, b.edits)
+	out := make([]byte, b.size)
+	n, _ := io.ReadFull(b.NewReader(), out)
+	return out[:n]
 }
 
 // NewReader returns a reader of the body from its start. Readers of a
