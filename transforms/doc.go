@@ -22,7 +22,10 @@
 //  3. Exchange.RewriteRequest runs the request phases in chain order, each
 //     on the body the one before produced, telling each rule its protocol
 //     (Exchange.Protocol). A bridge may also move the upstream path. An
-//     *Error from any rule rejects the request before a byte goes out;
+//     *Error from any rule rejects the request before a byte goes out.
+//     The handler calls Exchange.RewriteRequestBody: a large body the last
+//     rule rewrites with edits of known lengths is then not built, but
+//     written as the upstream reads it (RequestBody);
 //  4. the response comes back through the same rules in reverse, an onion:
 //     each rule undoes its own work after every rule nearer the upstream
 //     has undone theirs. A JSON body goes through Exchange.RewriteResponse;
@@ -54,8 +57,8 @@
 //     additional_tools items, Chat's nested shapes), history calls and
 //     outputs, tool_choice and its allowed_tools entries, each with type,
 //     namespace, name, call id and span. A rule looks at all of them, plans
-//     its edits (Replace, Rename, Edit) and Rewrite builds the body in one
-//     copy.
+//     its edits (Replace, Rename, Edit, ReplaceWith…) and Rewrite builds
+//     the body in one copy, or leaves it to be built as it is read.
 //   - The Exchange's ToolMap links, per rule, the identity a rule was
 //     handed to the one it passed on, so a rule restores only its own work
 //     and any rule can follow the links back to what the client declared.
