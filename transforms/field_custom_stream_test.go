@@ -442,17 +442,11 @@ func TestStreamWithoutSequenceNumbers(t *testing.T) {
 // keys, its deltas are restored: a lookup that found nothing is not kept
 // past a call's opening.
 func TestStreamFindsACallOpenedAfterAMiss(t *testing.T) {
-	c := chainOf(t, wildcard)
-	x := NewExchange(ProtocolResponses, Limits{MaxCallBuffer: 1 << 20}, nil)
-	c.Begin(x, "")
-	if _, err := x.RewriteRequest([]byte(`{"tools":[{"type":"custom","name":"x"}]}`)); err != nil {
-		t.Fatal(err)
-	}
 	stray := `{"type":"response.function_call_arguments.delta","sequence_number":0,"item_id":"fc_1","output_index":0,"delta":"stray"}`
 	up := sse(stray, stray,
 		`{"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":{"id":"fc_1","type":"function_call","arguments":"","call_id":"c1","name":"x"}}`,
 		`{"type":"response.function_call_arguments.delta","sequence_number":3,"item_id":"fc_1","output_index":0,"delta":"{\"input\":\"hi"}`)
-	got := replay(t, x, up, 4096)
+	got := streamCase(t, wildcard, `{"tools":[{"type":"custom","name":"x"}]}`, up)
 	want := sse(stray,
 		`{"type":"response.function_call_arguments.delta","sequence_number":1,"item_id":"fc_1","output_index":0,"delta":"stray"}`,
 		`{"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":{"id":"fc_1","type":"custom_tool_call","input":"","call_id":"c1","name":"x"}}`,

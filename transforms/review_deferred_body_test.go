@@ -9,30 +9,15 @@ import (
 )
 
 // reviewCompare holds RewriteRequestBody's body (announced length, bytes
-// read) to RewriteRequest's, with deferMin lowered so every rewrite of the
-// last rule is left unbuilt.
+// read) to RewriteRequest's, with every rewrite of the last rule left
+// unbuilt.
 func reviewCompare(t *testing.T, rules string, p Protocol, body string) (deferred bool) {
 	t.Helper()
-	defer func(m int) { deferMin = m }(deferMin)
-	deferMin = 0
-	c := chainOf(t, rules)
-	x := begin(t, c, p, []byte(body))
-	want, err := x.RewriteRequest([]byte(body))
-	y := begin(t, c, p, []byte(body))
-	rb, errB := y.RewriteRequestBody([]byte(body))
-	if (err == nil) != (errB == nil) {
-		t.Fatalf("RewriteRequest: %v, RewriteRequestBody: %v", err, errB)
+	deferred, msg := requestBodyMismatch(t, chainOf(t, rules), p, []byte(body), true)
+	if msg != "" {
+		t.Fatal(msg)
 	}
-	if err != nil {
-		return false
-	}
-	defer y.Release()
-	got, _ := io.ReadAll(rb.NewReader())
-	if rb.Len() != len(want) || len(got) != len(want) || !bytes.Equal(got, want) {
-		t.Fatalf("deferred %v: announced %d, read %d bytes, RewriteRequest %d bytes\nread: %s\nwant: %s",
-			rb.Deferred(), rb.Len(), len(got), len(want), got, want)
-	}
-	return rb.Deferred()
+	return deferred
 }
 
 // tools_plan's history rewrites (a renamed or flattened function_call, a
@@ -68,22 +53,9 @@ func TestReviewToolsPlanHistoryLengthLarge(t *testing.T) {
 		fmt.Fprintf(&b, `{"type":"function_call","call_id":"c%d","namespace":"ns","name":"f","arguments":"{\"x\":%d}"},{"type":"function_call_output","call_id":"c%d","output":"ok"}`, i, i, i)
 	}
 	b.WriteString(`]}`)
-	body := []byte(b.String())
 	c := chainOf(t, `[{"transform":"tools_plan","config":{"profile":"function_only","namespaces":"flatten"}}]`)
-	x := begin(t, c, ProtocolResponses, body)
-	want, err := x.RewriteRequest(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y := begin(t, c, ProtocolResponses, body)
-	rb, err := y.RewriteRequestBody(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer y.Release()
-	got, _ := io.ReadAll(rb.NewReader())
-	if rb.Len() != len(want) || !bytes.Equal(got, want) {
-		t.Fatalf("deferred %v: Content-Length would be %d, the reader gives %d bytes, RewriteRequest %d", rb.Deferred(), rb.Len(), len(got), len(want))
+	if _, msg := requestBodyMismatch(t, c, ProtocolResponses, []byte(b.String()), false); msg != "" {
+		t.Fatal(msg)
 	}
 }
 
@@ -182,25 +154,8 @@ func TestReviewMatrix(t *testing.T) {
 }
 
 func reviewMismatch(t *testing.T, rules string, p Protocol, body string) string {
-	defer func(m int) { deferMin = m }(deferMin)
-	deferMin = 0
-	c := chainOf(t, rules)
-	x := begin(t, c, p, []byte(body))
-	want, err := x.RewriteRequest([]byte(body))
-	y := begin(t, c, p, []byte(body))
-	rb, errB := y.RewriteRequestBody([]byte(body))
-	if (err == nil) != (errB == nil) {
-		return fmt.Sprintf("RewriteRequest: %v, RewriteRequestBody: %v", err, errB)
-	}
-	if err != nil {
-		return ""
-	}
-	defer y.Release()
-	got, _ := io.ReadAll(rb.NewReader())
-	if rb.Len() != len(want) || !bytes.Equal(got, want) {
-		return fmt.Sprintf("deferred %v: announced %d, read %d, want %d (same bytes %v)", rb.Deferred(), rb.Len(), len(got), len(want), bytes.Equal(got, want))
-	}
-	return ""
+	_, msg := requestBodyMismatch(t, chainOf(t, rules), p, []byte(body), true)
+	return msg
 }
 
 // TestReviewConcurrentReadAndResponse reads a deferred body on two
