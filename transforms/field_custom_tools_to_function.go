@@ -197,8 +197,7 @@ type customPlan struct {
 	converted int
 	// sized, while historyCallSize measures a call, adds up what the
 	// quoted inputs, written empty, will take.
-	sized   *int
-	scratch []byte
+	sized *int
 }
 
 // historyCallSize returns the exact length historyCall writes for n: the
@@ -207,9 +206,9 @@ type customPlan struct {
 func (p *customPlan) historyCallSize(n *ToolNode) int {
 	extra := 0
 	p.sized = &extra
-	p.scratch = p.historyCall(p.scratch[:0], n)
+	size := p.w.measure(func(dst []byte) []byte { return p.historyCall(dst, n) })
 	p.sized = nil
-	return len(p.scratch) + extra
+	return size + extra
 }
 
 // RewriteRequest implements RequestRewriter.

@@ -104,7 +104,7 @@ type ToolWalk struct {
 
 	x     *Exchange
 	edits []jsonspan.Edit
-	// scratch is where ReplaceMeasured writes a replacement to measure it.
+	// scratch is where measure writes a replacement.
 	scratch []byte
 	names   map[string]string // the walk's type and tool names, each allocated once
 	roots   []string          // the lists nodes sit in, by ToolNode.root
@@ -619,13 +619,19 @@ func (w *ToolWalk) replaceWith(n *ToolNode, size int, exact bool, write func(dst
 	}
 }
 
+// measure returns the length write appends, writing into a buffer the
+// walk reuses.
+func (w *ToolWalk) measure(write func(dst []byte) []byte) int {
+	w.scratch = write(w.scratch[:0])
+	return len(w.scratch)
+}
+
 // ReplaceMeasured is ReplaceWithExact for a replacement whose length is
 // not known beforehand: write runs once more, now, to measure it. For a
 // replacement that is small next to the body, the second write costs less
 // than building the whole body.
 func (w *ToolWalk) ReplaceMeasured(n *ToolNode, write func(dst []byte) []byte) {
-	w.scratch = write(w.scratch[:0])
-	w.replaceWith(n, len(w.scratch), true, write)
+	w.replaceWith(n, w.measure(write), true, write)
 }
 
 // Rename plans a new name for a node: only the bytes of its name change,
