@@ -103,15 +103,17 @@ func litBytes(s benchSample) (docs [][]byte, n int64) {
 	return docs, n
 }
 
-func BenchmarkStringEnd(b *testing.B) {
+// benchLiterals runs each sample's literals, as litBytes lays them out,
+// through scan, which returns an end or -1.
+func benchLiterals(b *testing.B, scan func(doc []byte) int) {
 	for _, tc := range benchSamples {
 		docs, n := litBytes(tc.s)
 		b.Run(tc.name, func(b *testing.B) {
 			b.SetBytes(n)
 			for b.Loop() {
 				for _, d := range docs {
-					if StringEnd(d, 0) < 0 {
-						b.Fatal("unterminated")
+					if scan(d) < 0 {
+						b.Fatal("malformed")
 					}
 				}
 			}
@@ -119,20 +121,12 @@ func BenchmarkStringEnd(b *testing.B) {
 	}
 }
 
+func BenchmarkStringEnd(b *testing.B) {
+	benchLiterals(b, func(d []byte) int { return StringEnd(d, 0) })
+}
+
 func BenchmarkSkipString(b *testing.B) {
-	for _, tc := range benchSamples {
-		docs, n := litBytes(tc.s)
-		b.Run(tc.name, func(b *testing.B) {
-			b.SetBytes(n)
-			for b.Loop() {
-				for _, d := range docs {
-					if SkipString(d, 0) < 0 {
-						b.Fatal("malformed")
-					}
-				}
-			}
-		})
-	}
+	benchLiterals(b, func(d []byte) int { return SkipString(d, 0) })
 }
 
 func BenchmarkUnescape(b *testing.B) {
@@ -204,25 +198,18 @@ func BenchmarkPlainRun(b *testing.B) {
 // BenchmarkAppendUnquoted is StringEnd then Unescape (two-pass) against
 // AppendUnquoted (one-pass) on the same literals.
 func BenchmarkAppendUnquoted(b *testing.B) {
-	for _, tc := range benchSamples {
-		docs, n := litBytes(tc.s)
-		dst := make([]byte, 0, 64<<10)
-		b.Run(tc.name+"/two-pass", func(b *testing.B) {
-			b.SetBytes(n)
-			for b.Loop() {
-				for _, d := range docs {
-					end := StringEnd(d, 0)
-					dst = Unescape(dst[:0], d[1:end-1])
-				}
-			}
+	dst := make([]byte, 0, 64<<10)
+	b.Run("two-pass", func(b *testing.B) {
+		benchLiterals(b, func(d []byte) int {
+			end := StringEnd(d, 0)
+			dst = Unescape(dst[:0], d[1:end-1])
+			return end
 		})
-		b.Run(tc.name+"/one-pass", func(b *testing.B) {
-			b.SetBytes(n)
-			for b.Loop() {
-				for _, d := range docs {
-					dst, _ = AppendUnquoted(dst[:0], d, 0)
-				}
-			}
+	})
+	b.Run("one-pass", func(b *testing.B) {
+		benchLiterals(b, func(d []byte) (end int) {
+			dst, end = AppendUnquoted(dst[:0], d, 0)
+			return end
 		})
-	}
+	})
 }
