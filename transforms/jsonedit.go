@@ -8,10 +8,21 @@ import (
 
 // applyEdits builds the rewritten document in one copy. Large documents
 // are built in pooled buffers: a fresh multi-megabyte allocation per request
-// costs more in page faults and zeroing than the rewrite itself.
+// costs more in page faults and zeroing than the rewrite itself. For the
+// last rule of a request sent on as a stream, a large document whose edits
+// all have exact lengths is not built: applyEdits returns nil, which the
+// rule returns as its result, and the edits are applied as the upstream
+// reads the body (Exchange.RewriteRequestBody).
 func (x *Exchange) applyEdits(doc []byte, edits []jsonspan.Edit) []byte {
 	if len(edits) == 0 {
 		return doc
+	}
+	if x.canDefer() {
+		if size, exact := jsonspan.ExactSize(doc, edits); exact && size >= deferMin {
+			jsonspan.SortEdits(edits)
+			x.deferred = &RequestBody{doc: doc, edits: edits, size: size}
+			return nil
+		}
 	}
 	out := x.buffer(jsonspan.EditedSize(doc, edits))
 	return jsonspan.AppendEdits(out, doc, edits)

@@ -31,7 +31,7 @@ func TestRequestBodyMatchesRewriteRequest(t *testing.T) {
 	codex, _ := codexLikeRequest(t, 1<<20)
 	small, _ := codexLikeRequest(t, 100<<10)
 	custom := `{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}`
-	set := `{"transform":"field_set","config":{"path":"store","value":false}}`
+	set := `{"transform":"field_set","config":{"path":"store","value":true}}`
 	for _, tc := range []struct {
 		name     string
 		rules    string
@@ -42,9 +42,8 @@ func TestRequestBodyMatchesRewriteRequest(t *testing.T) {
 		{"large Responses request", "[" + custom + "]", ProtocolResponses, codex, true},
 		{"large Chat request", "[" + custom + "]", ProtocolChat, chatCustomRequest(1 << 20), true},
 		{"a rule before the conversion", "[" + set + "," + custom + "]", ProtocolResponses, codex, true},
-		// The last rule's rewrite is the one left unbuilt; field_set builds
-		// its own.
-		{"a rule after the conversion", "[" + custom + "," + set + "]", ProtocolResponses, codex, false},
+		// The last rule's rewrite is the one left unbuilt: field_set's.
+		{"a rule after the conversion", "[" + custom + "," + set + "]", ProtocolResponses, codex, true},
 		{"small request", "[" + custom + "]", ProtocolResponses, small, false},
 		// tools_plan runs the conversion inside its own rewrite: that one
 		// is built, its own is not.

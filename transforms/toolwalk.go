@@ -672,13 +672,6 @@ func (w *ToolWalk) Rewrite() []byte {
 	if w.echo {
 		w.x.echo.needed = true
 	}
-	if w.x.canDefer() {
-		if size, exact := jsonspan.ExactSize(w.Doc, w.edits); exact && size >= deferMin {
-			jsonspan.SortEdits(w.edits)
-			w.x.deferred = &RequestBody{doc: w.Doc, edits: w.edits, size: size}
-			return nil
-		}
-	}
 	return w.x.applyEdits(w.Doc, w.edits)
 }
 
