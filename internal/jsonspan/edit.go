@@ -108,6 +108,18 @@ func (r *EditReader) Read(p []byte) (int, error) {
 		e := &r.edits[r.k]
 		r.k++
 		r.pos = e.End
+		if e.Write != nil && e.Exact && e.Size <= len(p)-n {
+			// It fits: written straight into p, not built apart first.
+			w := e.Write(p[n:n:len(p)])
+			if len(w) != e.Size {
+				return n, fmt.Errorf("jsonspan: the replacement of [%d,%d) is %d bytes, not the %d announced", e.Start, e.End, len(w), e.Size)
+			}
+			if len(w) > 0 && &w[0] != &p[n] {
+				copy(p[n:], w) // the writer wanted more room than it used
+			}
+			n += e.Size
+			continue
+		}
 		if e.Write != nil {
 			r.buf = e.Write(r.buf[:0])
 			r.pend = r.buf

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -43,10 +44,16 @@ func randomEdits(rng *rand.Rand, doc []byte, n int) []Edit {
 		}
 		repl := bytes.Repeat([]byte{byte('A' + k%26)}, rng.IntN(40))
 		e := Edit{Start: cuts[k], End: cuts[k+1]}
-		if rng.IntN(2) == 0 {
+		switch rng.IntN(3) {
+		case 0:
 			e.Write = func(dst []byte) []byte { return append(dst, repl...) }
 			e.Size, e.Exact = len(repl), true
-		} else {
+		case 1:
+			// A writer that asks for more room than it uses, as
+			// AppendQuoted does: it may move even where it would fit.
+			e.Write = func(dst []byte) []byte { return append(slices.Grow(dst, len(repl)+64), repl...) }
+			e.Size, e.Exact = len(repl), true
+		default:
 			e.Repl = repl
 		}
 		edits = append(edits, e)
