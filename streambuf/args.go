@@ -108,6 +108,38 @@ func (d *ArgsDecoder) AppendWrite(dst, frag []byte) ([]byte, error) {
 	return dst, nil
 }
 
+// AppendWriteQuoted is AppendWrite for a fragment that arrives as the JSON
+// string literal starting at doc[at], a streamed delta's value: the literal
+// is decoded straight into the raw arguments rather than into a buffer of
+// the caller's first. It also returns the index just after the literal, or
+// -1 when doc ends inside it, in which case nothing is recorded. A literal
+// that would take the raw total beyond Limit is not recorded either, and
+// ErrLimit is returned as by Write.
+func (d *ArgsDecoder) AppendWriteQuoted(dst, doc []byte, at int) ([]byte, int, error) {
+	if d.err != nil {
+		return dst, -1, d.err
+	}
+	n := len(d.raw)
+	raw, end := jsonspan.AppendUnquoted(d.raw, doc, at)
+	d.raw = raw
+	if end < 0 {
+		d.raw = d.raw[:n]
+		return dst, -1, nil
+	}
+	if d.Limit > 0 && len(d.raw) > d.Limit {
+		d.raw = d.raw[:n]
+		d.err = ErrLimit
+		return dst, end, d.err
+	}
+	if d.st == stInput {
+		return d.input(dst), end, nil
+	}
+	if d.st < stDone {
+		dst = d.run(dst)
+	}
+	return dst, end, nil
+}
+
 // Raw returns all raw argument bytes received so far. The result is only
 // valid until the next call to Write or Reset.
 func (d *ArgsDecoder) Raw() []byte { return d.raw }
@@ -360,55 +392,42 @@ var shortEscape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f'
 // incomplete escape or UTF-8 sequence at the end of s is left unconsumed.
 //
 // Code in arguments has an escape or a non-ASCII character every few
-// bytes, so the loop is built for short runs: plain ASCII and complete,
-// valid UTF-8 sequences are only stepped over (four table lookups at a
-// time while they last, as jsonspan.SkipString does) and appended in one
-// piece when something must be decoded; two-byte escapes are decoded in
-// place. Only \u escapes, invalid or incomplete UTF-8 and errors take the
-// general path.
+// bytes, so the loop is built for short runs: bytes are copied one by one,
+// where a copy call per run between escapes cost more than the run (about
+// a third of the function's instructions on escape-dense text), and only a
+// plain run that goes on past a few bytes is scanned and copied whole. Two-
+// byte escapes are decoded in place; only \u escapes, invalid or
+// incomplete UTF-8 and errors take the general path.
 func unquote(dst, s []byte, i int) ([]byte, int, int) {
-	start := i // s[start:i] is decoded text not yet appended to dst
-	for {
-		for i+4 <= len(s) && plainASCII[s[i]] && plainASCII[s[i+1]] && plainASCII[s[i+2]] && plainASCII[s[i+3]] {
-			i += 4
-		}
-		for i < len(s) && plainASCII[s[i]] {
-			i++
-		}
-		if i == len(s) {
-			return append(dst, s[start:]...), i, strMore
-		}
+	run := 0 // plain ASCII bytes copied since the last other byte
+	for i < len(s) {
 		c := s[i]
-		if c >= utf8.RuneSelf {
+		if plainASCII[c] {
+			dst = append(dst, c)
+			i++
+			if run++; run == 8 {
+				j := i
+				for j+4 <= len(s) && plainASCII[s[j]] && plainASCII[s[j+1]] && plainASCII[s[j+2]] && plainASCII[s[j+3]] {
+					j += 4
+				}
+				for j < len(s) && plainASCII[s[j]] {
+					j++
+				}
+				dst = append(dst, s[i:j]...)
+				i, run = j, 0
+			}
+			continue
+		}
+		run = 0
+		switch {
+		case c >= utf8.RuneSelf:
 			if n := validUTF8(s[i:]); n > 0 {
-				i += n // valid UTF-8 is copied as it is, as encoding/json does
+				// Valid UTF-8 is copied as it is, as encoding/json does.
+				dst = append(dst, s[i:i+n]...)
+				i += n
 				continue
 			}
-		}
-		dst = append(dst, s[start:i]...)
-		switch {
-		case c == '"':
-			return dst, i + 1, strEnd
-		case c == '\\':
-			if i+1 < len(s) {
-				if e := shortEscape[s[i+1]]; e != 0 {
-					dst = append(dst, e)
-					i += 2
-					break
-				}
-			}
-			var m int
-			if dst, m = jsonspan.DecodeEscape(dst, s[i:]); m <= 0 {
-				if m == 0 {
-					return dst, i, strMore
-				}
-				return dst, i, strBad
-			}
-			i += m
-		case c < 0x20:
-			return dst, i, strBad
-		default:
-			// Invalid or incomplete UTF-8 (validUTF8 took the rest).
+			// Invalid or incomplete UTF-8.
 			if !utf8.FullRune(s[i:]) {
 				return dst, i, strMore
 			}
@@ -419,9 +438,29 @@ func unquote(dst, s []byte, i int) ([]byte, int, int) {
 				dst = append(dst, s[i:i+size]...)
 			}
 			i += size
+		case c == '"':
+			return dst, i + 1, strEnd
+		case c == '\\':
+			if i+1 < len(s) {
+				if e := shortEscape[s[i+1]]; e != 0 {
+					dst = append(dst, e)
+					i += 2
+					continue
+				}
+			}
+			var m int
+			if dst, m = jsonspan.DecodeEscape(dst, s[i:]); m <= 0 {
+				if m == 0 {
+					return dst, i, strMore
+				}
+				return dst, i, strBad
+			}
+			i += m
+		default: // a control character
+			return dst, i, strBad
 		}
-		start = i
 	}
+	return dst, i, strMore
 }
 
 // validUTF8 returns the length of the complete, valid multi-byte UTF-8

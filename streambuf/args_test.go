@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
 
 // decodeChunks writes in to d in fragments of size n and returns the
@@ -168,6 +170,34 @@ func TestArgsDecoderAppendWrite(t *testing.T) {
 	}
 	if got, err := d.AppendWrite(nil, nil); !errors.Is(err, ErrLimit) || got != nil {
 		t.Errorf("error not sticky: %q, %v", got, err)
+	}
+}
+
+// AppendWriteQuoted takes a delta's literal out of its event; a literal the
+// event does not finish, or one over the limit, is not recorded.
+func TestArgsDecoderAppendWriteQuoted(t *testing.T) {
+	d := ArgsDecoder{Limit: 20}
+	dst := []byte("pre:")
+	for _, f := range []string{`{"inp`, `ut":"a\`, `"b\u00`, `e9`} {
+		doc := append(jsonspan.AppendString([]byte(`{"delta":`), []byte(f)), `,"obfuscation":"x"}`...)
+		var end int
+		var err error
+		if dst, end, err = d.AppendWriteQuoted(dst, doc, len(`{"delta":`)); err != nil || end != len(doc)-len(`,"obfuscation":"x"}`) {
+			t.Fatalf("%s: end %d, %v", doc, end, err)
+		}
+	}
+	if string(dst) != `pre:a"bé` || string(d.Raw()) != `{"input":"a\"b\u00e9` {
+		t.Fatalf("AppendWriteQuoted: %q, Raw %q", dst, d.Raw())
+	}
+	if got, end, err := d.AppendWriteQuoted(dst, []byte(`"x`), 0); err != nil || end != -1 || string(got) != string(dst) || len(d.Raw()) != 20 {
+		t.Fatalf("unfinished literal: %q, %d, %v, Raw %q", got, end, err, d.Raw())
+	}
+	got, end, err := d.AppendWriteQuoted(dst, []byte(`"\"}"`), 0)
+	if !errors.Is(err, ErrLimit) || end != 5 || string(got) != string(dst) || len(d.Raw()) != 20 {
+		t.Fatalf("over limit: %q, %d, %v, Raw %q", got, end, err, d.Raw())
+	}
+	if _, _, err := d.AppendWriteQuoted(nil, []byte(`""`), 0); !errors.Is(err, ErrLimit) {
+		t.Errorf("error not sticky: %v", err)
 	}
 }
 

@@ -206,6 +206,37 @@ func checkArgs(t *testing.T, in, sizes []byte) {
 	if string(app) != "x"+string(got) || d2.InputComplete() != d.InputComplete() || d2.Failed() != d.Failed() {
 		t.Fatalf("AppendWrite %q: %q %v/%v; Write %q %v/%v", in, app, d2.InputComplete(), d2.Failed(), got, d.InputComplete(), d.Failed())
 	}
+	// AppendWriteQuoted takes each fragment as a delta's JSON string,
+	// inside an event, and decodes what AppendWrite does.
+	d3 := ArgsDecoder{}
+	quoted := []byte("x")
+	sp = splitter{sizes: sizes}
+	sp.split(in, func(c []byte) {
+		// Escaped by hand: other bytes stay as they are, even in a rune
+		// the split cut, which AppendString would replace.
+		doc := []byte(`{"delta":"`)
+		for _, b := range c {
+			switch {
+			case b == '"' || b == '\\':
+				doc = append(doc, '\\', b)
+			case b < 0x20:
+				doc = fmt.Appendf(doc, `\u%04x`, b)
+			default:
+				doc = append(doc, b)
+			}
+		}
+		doc = append(doc, '"')
+		at := len(`{"delta":`)
+		doc = append(doc, `,"obfuscation":"a\"b"}`...)
+		var err error
+		var end int
+		if quoted, end, err = d3.AppendWriteQuoted(quoted, doc, at); err != nil || end != len(doc)-len(`,"obfuscation":"a\"b"}`) {
+			t.Fatalf("AppendWriteQuoted(%q): end %d, %v", doc, end, err)
+		}
+	})
+	if string(quoted) != string(app) || !bytes.Equal(d3.Raw(), in) || d3.InputComplete() != d.InputComplete() || d3.Failed() != d.Failed() {
+		t.Fatalf("AppendWriteQuoted %q: %q raw %q %v/%v; AppendWrite %q", in, quoted, d3.Raw(), d3.InputComplete(), d3.Failed(), app)
+	}
 	if !bytes.Equal(d.Raw(), in) {
 		t.Fatalf("Raw %q, want %q", d.Raw(), in)
 	}

@@ -72,6 +72,10 @@ type responsesCalls struct {
 	itembuf           []byte // the last finished item's event
 	escFor            *trackedCall
 	refsBuf           eventRefs // the argument event being handled
+	// The kind Handles found for the type literal at kindOf, which Event
+	// takes over: the engine asks Handles right before it.
+	kindOf *byte
+	kind   trackedKind
 }
 
 // maxKeptEscape bounds the escape buffer kept from call to call.
@@ -110,6 +114,16 @@ type trackedCall struct {
 	// text that escaping would blow up.
 	escArgs, escSent []byte
 	dropEsc          bool
+	quoted           quotedDeltaHandler // h, when it takes deltas still quoted
+}
+
+// quotedDeltaHandler is a CallHandler that decodes a delta's JSON string
+// itself, straight into the arguments it keeps, which spares each delta a
+// pass through the tracker's buffer. QuotedDelta is Delta for the string
+// literal at doc[at]; it also returns the index just after the literal, -1
+// when doc ends inside it and nothing was taken.
+type quotedDeltaHandler interface {
+	QuotedDelta(doc []byte, at int) (text []byte, end int, err error)
 }
 
 // escPool recycles the escape buffers of calls: every streamed call grows
@@ -314,7 +328,7 @@ func (s *responsesCalls) close(c *trackedCall, completed bool) {
 	s.last, s.missKnown = nil, false
 	if c.h != nil {
 		releaseCall(c.h)
-		c.h = nil // the arguments' buffers go now
+		c.h, c.quoted = nil, nil // the arguments' buffers go now
 	}
 	c.releaseEsc()
 	var as *trackedCall
@@ -385,7 +399,26 @@ func trackedKindOf(typ []byte) trackedKind {
 
 // Handles implements typeFilter: Event passes every event it does not
 // classify on as it came.
-func (s *responsesCalls) Handles(typ []byte) bool { return trackedKindOf(typ) != passOn }
+func (s *responsesCalls) Handles(typ []byte) bool {
+	k := trackedKindOf(typ)
+	if k == passOn || len(typ) == 0 {
+		return false
+	}
+	// The engine calls Event with this event next.
+	s.kind, s.kindOf = k, &typ[0]
+	return true
+}
+
+// kindAt classifies the type literal at typ, taking over what Handles
+// found when it was just asked about the same bytes.
+func (s *responsesCalls) kindAt(typ []byte) trackedKind {
+	at := s.kindOf
+	s.kindOf = nil
+	if len(typ) > 0 && at == &typ[0] {
+		return s.kind
+	}
+	return trackedKindOf(typ)
+}
 
 func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 	d := bytes.TrimSpace(ev.Data)
@@ -399,7 +432,7 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 	if typ.Start < 0 {
 		return emit(ev)
 	}
-	switch trackedKindOf(d[typ.Start:typ.End]) {
+	switch s.kindAt(d[typ.Start:typ.End]) {
 	case itemAddedKind:
 		return s.itemAdded(ev, d, emit)
 	case argsDeltaKind:
@@ -475,6 +508,7 @@ func (s *responsesCalls) newCall(client ToolID, h CallHandler, itemID string, ou
 	s.last, s.missKnown = nil, false // a new call may take the keys of the last one, or those that found none
 	c := &trackedCall{client: client, h: h, itemID: itemID, callID: callID, outputIndex: bytes.Clone(outputIndex)}
 	_, c.relay = h.(relaying)
+	c.quoted, _ = h.(quotedDeltaHandler)
 	for _, k := range callKeys(itemID, c.outputIndex, callID) {
 		s.open[k] = c
 		delete(s.closed, k)
@@ -526,17 +560,25 @@ func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, r *eventRefs, emit 
 	if sp.Start < 0 || d[sp.Start] != '"' {
 		return nil
 	}
-	if sp.End < 0 {
+	var text []byte
+	var err error
+	switch {
+	case sp.End < 0 && c.quoted != nil:
+		text, sp.End, err = c.quoted.QuotedDelta(d, sp.Start)
+		if r.value.End = sp.End; sp.End < 0 && err == nil {
+			return nil
+		}
+	case sp.End < 0:
 		// A delta is short: it is decoded on the way to its end.
 		s.buf, sp.End = jsonspan.AppendUnquoted(s.buf[:0], d, sp.Start)
 		if r.value.End = sp.End; sp.End < 0 {
 			return nil
 		}
-	} else {
+		text, err = c.h.Delta(s.buf)
+	default:
 		s.buf = jsonspan.Unescape(s.buf[:0], d[sp.Start+1:sp.End-1])
+		text, err = c.h.Delta(s.buf)
 	}
-	esc := d[sp.Start+1 : sp.End-1]
-	text, err := c.h.Delta(s.buf)
 	if err != nil {
 		s.abandon("call arguments exceed max_call_buffer")
 		return overLimit(s.x, c.client)
@@ -545,7 +587,7 @@ func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, r *eventRefs, emit 
 		return nil
 	}
 	if !c.dropEsc {
-		c.escArgs = appendEsc(c.escArgs, esc)
+		c.escArgs = appendEsc(c.escArgs, d[sp.Start+1:sp.End-1])
 		c.dropEsc = len(c.escArgs) > 2*len(c.h.Raw())+4096
 	}
 	if len(text) == 0 {

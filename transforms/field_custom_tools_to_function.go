@@ -602,17 +602,46 @@ func (c *customArgs) Delta(frag []byte) ([]byte, error) {
 		return nil, err
 	}
 	c.arena = arena
-	text := arena[start:]
-	if len(text) > 0 {
-		// Into a buffer reused from delta to delta: the result is only
-		// valid until the next call.
-		c.out = c.norm.AppendWrite(c.out[:0], unsafe.String(unsafe.SliceData(text), len(text)))
-		text = c.out
-	}
-	return c.appendSent(text, nil)
+	return c.appendSent(c.normalise(arena[start:]), nil)
 }
 
 // appendSent records what Delta returns.
+// QuotedDelta implements quotedDeltaHandler: Delta for a fragment still
+// quoted as the event carried it.
+func (c *customArgs) QuotedDelta(doc []byte, at int) ([]byte, int, error) {
+	if c.norm == nil {
+		out, end, err := c.dec.AppendWriteQuoted(c.out[:0], doc, at)
+		if err != nil || end < 0 {
+			return nil, end, err
+		}
+		c.out = out
+		text, err := c.appendSent(out, nil)
+		return text, end, err
+	}
+	// As in Delta, with the literal's length bounding the fragment's.
+	if room := 3*(len(doc)-at+11) + 16; cap(c.arena)-len(c.arena) < room {
+		c.arena = make([]byte, 0, max(arenaChunk, room))
+	}
+	start := len(c.arena)
+	arena, end, err := c.dec.AppendWriteQuoted(c.arena, doc, at)
+	if err != nil || end < 0 {
+		return nil, end, err
+	}
+	c.arena = arena
+	text, err := c.appendSent(c.normalise(arena[start:]), nil)
+	return text, end, err
+}
+
+// normalise passes decoded text, written in the arena, to the normaliser
+// and returns what it releases, valid until the next delta.
+func (c *customArgs) normalise(text []byte) []byte {
+	if len(text) == 0 {
+		return text
+	}
+	c.out = c.norm.AppendWrite(c.out[:0], unsafe.String(unsafe.SliceData(text), len(text)))
+	return c.out
+}
+
 func (c *customArgs) appendSent(text []byte, err error) ([]byte, error) {
 	if err != nil {
 		return nil, err

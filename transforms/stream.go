@@ -231,6 +231,8 @@ func (s *Stream) push(i int, ev *Event) error {
 type typeFilter interface {
 	// Handles reports whether the stage may do anything with an event
 	// whose "type" is typ, a JSON string literal as the event wrote it.
+	// When it reports true the engine passes that event to the stage's
+	// Event next, so the stage may keep what it worked out about typ.
 	Handles(typ []byte) bool
 }
 
