@@ -72,6 +72,9 @@ type responsesCalls struct {
 	itembuf           []byte // the last finished item's event
 	escFor            *trackedCall
 	refsBuf           eventRefs // the argument event being handled
+	// argsDone is the call whose done event matched its deltas last: its
+	// escaped arguments are kept for its finished item.
+	argsDone *trackedCall
 	// The kind Handles found for the type literal at kindOf, which Event
 	// takes over: the engine asks Handles right before it.
 	kindOf *byte
@@ -229,8 +232,9 @@ type outputItemRefs struct {
 // readItem reads an output_item event in one walk: the first "item" and
 // "output_index", and the item's id and call_id collected while the item
 // is validated. A finished call's item carries its whole arguments, which
-// a lookup per member would cross again each time.
-func readItem(d []byte) outputItemRefs {
+// a lookup per member would cross again each time. known, when not nil, is
+// what the item's arguments likely are, as its deltas escaped them.
+func readItem(d, known []byte) outputItemRefs {
 	r := outputItemRefs{item: jsonspan.NoSpan(), args: jsonspan.NoSpan()}
 	var f [3]jsonspan.Span
 	jsonspan.WalkMembers(d, 0, func(k jsonspan.Span, v int) int {
@@ -238,7 +242,7 @@ func readItem(d []byte) outputItemRefs {
 		switch {
 		case r.item.Start < 0 && jsonspan.KeyIs(d, k, "item"):
 			if v < len(d) && d[v] == '{' {
-				e = jsonspan.ObjectFieldsEnd(d, v, itemIDFields, f[:])
+				e = finishedItemFields(d, v, known, &f)
 			} else {
 				e = jsonspan.SkipValue(d, v)
 			}
@@ -263,6 +267,39 @@ func readItem(d []byte) outputItemRefs {
 		r.args = f[2]
 	}
 	return r
+}
+
+// finishedItemFields is jsonspan.ObjectFieldsEnd for itemIDFields over the item at
+// d[v], except that arguments that are the literal known are passed over
+// by one comparison instead of escape by escape: they were read as they
+// streamed, and crossing them again was most of the finished item's cost.
+func finishedItemFields(d []byte, v int, known []byte, f *[3]jsonspan.Span) int {
+	if known == nil {
+		return jsonspan.ObjectFieldsEnd(d, v, itemIDFields, f[:])
+	}
+	*f = [3]jsonspan.Span{jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan()}
+	return jsonspan.WalkMembers(d, v, func(k jsonspan.Span, v int) int {
+		var e int
+		if f[2].Start < 0 && isLiteral(d, v, known) && jsonspan.KeyIs(d, k, "arguments") {
+			e = v + len(known) + 2
+		} else if e = jsonspan.SkipValue(d, v); e < 0 {
+			return e
+		}
+		for i, name := range itemIDFields {
+			if f[i].Start < 0 && jsonspan.KeyIs(d, k, name) {
+				f[i] = jsonspan.Span{Start: v, End: e}
+			}
+		}
+		return e
+	})
+}
+
+// isLiteral reports whether the string literal at d[v] has the content
+// esc, the escaped deltas of a call. Each delta held whole escapes, so a
+// quote right after esc is not escaped and ends the literal.
+func isLiteral(d []byte, v int, esc []byte) bool {
+	end := v + 1 + len(esc)
+	return end < len(d) && d[v] == '"' && d[end] == '"' && bytes.Equal(d[v+1:end], esc)
 }
 
 var itemIDFields = []string{"id", "call_id", "arguments"}
@@ -326,6 +363,9 @@ func (s *responsesCalls) findMapped(itemID, outputIndex []byte) (c *trackedCall,
 // delivered whole rather than dropped.
 func (s *responsesCalls) close(c *trackedCall, completed bool) {
 	s.last, s.missKnown = nil, false
+	if s.argsDone == c {
+		s.argsDone = nil
+	}
 	if c.h != nil {
 		releaseCall(c.h)
 		c.h, c.quoted = nil, nil // the arguments' buffers go now
@@ -457,6 +497,7 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 			var full []byte
 			if c.item == nil && !c.dropEsc && r.streamedArgs(d, c.escArgs) {
 				full = c.h.Raw() // what streamed, already decoded
+				s.argsDone = c
 			} else if v := r.valueSpan(d); v.Start >= 0 && d[v.Start] == '"' {
 				full = jsonspan.Unescape(make([]byte, 0, v.End-v.Start), d[v.Start+1:v.End-1])
 			}
@@ -520,7 +561,7 @@ func (s *responsesCalls) itemAdded(ev *Event, d []byte, emit Emit) error {
 	if s.failed {
 		return emit(ev)
 	}
-	r := readItem(d)
+	r := readItem(d, nil)
 	client, h, ok := openCall(s.x, s.p, d, r.item)
 	if !ok {
 		return emit(ev)
@@ -645,9 +686,7 @@ func (r *eventRefs) valueSpan(d []byte) jsonspan.Span {
 // streamedArgs reports whether the value of a done event is the string
 // esc, the call's deltas as escaped. Read the fast way, its end is not
 // known yet: the bytes after its opening quote are compared with esc,
-// where finding the end would cross megabytes of escapes first. Each
-// delta held whole escapes, so a quote right after esc is not escaped and
-// ends the string.
+// where finding the end would cross megabytes of escapes first.
 func (r *eventRefs) streamedArgs(d, esc []byte) bool {
 	sp := r.value
 	if sp.Start < 0 || d[sp.Start] != '"' {
@@ -656,11 +695,10 @@ func (r *eventRefs) streamedArgs(d, esc []byte) bool {
 	if sp.End >= 0 {
 		return sp.End-sp.Start-2 == len(esc) && bytes.Equal(d[sp.Start+1:sp.End-1], esc)
 	}
-	v := sp.Start + 1
-	if len(d)-v <= len(esc) || d[v+len(esc)] != '"' || !bytes.Equal(d[v:v+len(esc)], esc) {
+	if !isLiteral(d, sp.Start, esc) {
 		return false
 	}
-	r.value.End = v + len(esc) + 1
+	r.value.End = sp.Start + len(esc) + 2
 	return true
 }
 
@@ -870,7 +908,10 @@ func (s *responsesCalls) finishText(c *trackedCall, args []byte, seq []byte, emi
 		esc = c.escSent // the deltas, escaped, are the final text escaped
 	}
 	err := emit(s.textEvent(c, seq, true, c.final, esc))
-	c.releaseEsc() // the event copied what it needed
+	// The event copied what it needed; the escaped arguments stay for the
+	// finished item, which repeats them.
+	putEsc(c.escSent)
+	c.escSent = nil
 	return err
 }
 
@@ -882,7 +923,14 @@ func itemArgs(d []byte, item jsonspan.Span) []byte {
 }
 
 func (s *responsesCalls) itemDone(ev *Event, d []byte, emit Emit) error {
-	r := readItem(d)
+	// The finished item of the call whose arguments just finished, most
+	// likely: it repeats them.
+	var known []byte
+	if c := s.argsDone; c != nil && !c.dropEsc {
+		known = c.escArgs
+	}
+	s.argsDone = nil
+	r := readItem(d, known)
 	item, itemID, oi, callID := r.item, r.itemID, r.outputIndex, r.callID
 	if item.Start < 0 || d[item.Start] != '{' {
 		return emit(ev)

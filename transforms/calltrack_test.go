@@ -2,6 +2,7 @@ package transforms
 
 import (
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -272,6 +273,34 @@ func TestTrackedKindOf(t *testing.T) {
 	for _, typ := range types {
 		if got := trackedKindOf([]byte(typ)); got != want[typ] {
 			t.Errorf("trackedKindOf(%s) = %v, want %v", typ, got, want[typ])
+		}
+	}
+}
+
+// A finished item read knowing the arguments its deltas carried reads as it
+// does without, whether they match, differ or come in another member.
+func TestReadItemKnowingItsArguments(t *testing.T) {
+	known := []byte(`{\"input\":\"a \\\"b\\\" \\\\ é\"}`)
+	item := func(members string) []byte {
+		return []byte(`{"type":"response.output_item.done","sequence_number":9,"output_index":1,"item":{` + members + `}}`)
+	}
+	for i, d := range [][]byte{
+		item(`"id":"fc_1","type":"function_call","arguments":"` + string(known) + `","call_id":"c1","name":"shell"`),
+		item(`"arguments":"` + string(known) + `","id":"fc_1","call_id":"c1"`),
+		item(`"id":"fc_1","arguments":"` + string(known) + `x","call_id":"c1"`),
+		item(`"id":"fc_1","arguments":"` + string(known[:len(known)-2]) + `","call_id":"c1"`),
+		item(`"id":"fc_1","input":"` + string(known) + `","call_id":"c1","arguments":"{}"`),
+		item(`"id":"fc_1","arguments":"` + string(known) + `","arguments":"` + string(known) + `","call_id":"c1"`),
+		item(`"id":"fc_1","arguments":"` + string(known) + `"`),
+		item(`"id":"fc_1","arguments":"` + string(known) + `",`),
+		item(`"id":"fc_1","arguments":"` + string(known)),
+	} {
+		want, got := readItem(d, nil), readItem(d, known)
+		if i < 2 && (want.item.Start < 0 || want.args.End-want.args.Start != len(known)+2 || want.callID != "c1") {
+			t.Fatalf("%s: read as %+v", d, want)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s:\nknowing  %+v\nreading  %+v", d, got, want)
 		}
 	}
 }
