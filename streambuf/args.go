@@ -1,7 +1,10 @@
 package streambuf
 
 import (
+	"encoding/binary"
 	"errors"
+	"math/bits"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
@@ -390,36 +393,46 @@ var shortEscape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f'
 // quote, the end of s or an error, with the same results as encoding/json.
 // It returns the extended dst and the index after what it consumed; an
 // incomplete escape or UTF-8 sequence at the end of s is left unconsumed.
+// Like append it may write anywhere in dst's spare capacity, a few bytes
+// past what it returns too.
 //
 // Code in arguments has an escape or a non-ASCII character every few
-// bytes, so the loop is built for short runs: bytes are copied one by one,
-// where a copy call per run between escapes cost more than the run (about
-// a third of the function's instructions on escape-dense text), and only a
-// plain run that goes on past a few bytes is scanned and copied whole. Two-
-// byte escapes are decoded in place; only \u escapes, invalid or
-// incomplete UTF-8 and errors take the general path.
+// bytes: a copy call per run between them cost more than the run, so runs
+// are copied eight bytes at a time as they are found. Two-byte escapes are
+// decoded in place; only \u escapes, invalid or incomplete UTF-8 and errors
+// take the general path.
 func unquote(dst, s []byte, i int) ([]byte, int, int) {
-	run := 0 // plain ASCII bytes copied since the last other byte
-	for i < len(s) {
-		c := s[i]
-		if plainASCII[c] {
-			dst = append(dst, c)
-			i++
-			if run++; run == 8 {
-				j := i
-				for j+4 <= len(s) && plainASCII[s[j]] && plainASCII[s[j+1]] && plainASCII[s[j+2]] && plainASCII[s[j+3]] {
-					j += 4
-				}
-				for j < len(s) && plainASCII[s[j]] {
-					j++
-				}
-				dst = append(dst, s[i:j]...)
-				i, run = j, 0
+	for {
+		// Eight bytes at a time, stored before they are known to be plain
+		// ASCII: the bytes up to the first other one are kept and the rest
+		// written over.
+		for i+8 <= len(s) {
+			n := len(dst)
+			if cap(dst)-n < 8 {
+				dst = slices.Grow(dst, 64)
 			}
-			continue
+			w := binary.LittleEndian.Uint64(s[i:])
+			binary.LittleEndian.PutUint64(dst[n:n+8], w)
+			m := jsonspan.PlainMask(w)
+			if m == 0 {
+				dst = dst[:n+8]
+				i += 8
+				continue
+			}
+			k := bits.TrailingZeros64(m) >> 3
+			dst = dst[:n+k]
+			i += k
+			goto special
 		}
-		run = 0
-		switch {
+		for i < len(s) && plainASCII[s[i]] {
+			dst = append(dst, s[i])
+			i++
+		}
+		if i == len(s) {
+			return dst, i, strMore
+		}
+	special:
+		switch c := s[i]; {
 		case c >= utf8.RuneSelf:
 			if n := validUTF8(s[i:]); n > 0 {
 				// Valid UTF-8 is copied as it is, as encoding/json does.
@@ -460,7 +473,6 @@ func unquote(dst, s []byte, i int) ([]byte, int, int) {
 			return dst, i, strBad
 		}
 	}
-	return dst, i, strMore
 }
 
 // validUTF8 returns the length of the complete, valid multi-byte UTF-8

@@ -212,6 +212,11 @@ func checkAppendUnquoted(t *testing.T, doc []byte) {
 		if want := Unescape([]byte("x"), doc[i+1:end-1]); !bytes.Equal(got, want) {
 			t.Fatalf("AppendUnquoted(%q, %d) = %q, Unescape %q", doc, i, got, want)
 		}
+		// Into spare room, which it may write past what it keeps.
+		roomy := append(make([]byte, 0, len(doc)+64), 'x')
+		if again, _ := AppendUnquoted(roomy, doc, i); !bytes.Equal(again, got) {
+			t.Fatalf("AppendUnquoted(%q, %d) into spare room = %q, else %q", doc, i, again, got)
+		}
 	}
 }
 

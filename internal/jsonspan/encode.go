@@ -62,7 +62,7 @@ func AppendString(dst []byte, s []byte) []byte {
 		// backslash or non-ASCII rune every few bytes, and a byte loop
 		// through that word costs about as much as the word test.
 		for ; i+8 <= len(s); i += 8 {
-			if m := plainMask(binary.LittleEndian.Uint64(s[i:])); m != 0 {
+			if m := PlainMask(binary.LittleEndian.Uint64(s[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
 				goto special
 			}
@@ -106,10 +106,10 @@ func AppendString(dst []byte, s []byte) []byte {
 	return append(dst, '"')
 }
 
-// plainMask sets the high bit of the lowest byte of w that is not plain
+// PlainMask sets the high bit of the lowest byte of w that is not plain
 // (>= 0x80, < 0x20, '"' or '\\'), PlainRun's test. Borrows may flag bytes
 // above it too, but never one below, so the lowest flag is exact.
-func plainMask(w uint64) uint64 {
+func PlainMask(w uint64) uint64 {
 	q := w ^ (lsb * '"')
 	bs := w ^ (lsb * '\\')
 	return (w | (w - lsb*0x20) | ((q - lsb) &^ q) | ((bs - lsb) &^ bs)) & msb

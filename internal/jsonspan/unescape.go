@@ -2,6 +2,9 @@ package jsonspan
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
+	"slices"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -147,51 +150,78 @@ func Hex4(s []byte) (r rune, n int) {
 // StringEnd and Unescape would give, in one forward pass: for a short
 // literal (a streamed delta) finding its end first and decoding after
 // crosses it twice. The end is -1 when doc stops inside the literal; dst
-// then holds what was decoded so far.
+// then holds what was decoded so far. Like append it may write anywhere in
+// dst's spare capacity, a few bytes past what it returns too, so dst must
+// not share memory with doc.
 func AppendUnquoted(dst, doc []byte, i int) ([]byte, int) {
-	// Byte by byte: in a delta of escaped text the plain runs between
-	// escapes are a few bytes long, and a copy call per run cost more than
-	// the bytes (measured about half the instructions of the function).
-	j, run := i+1, 0
-	for j < len(doc) {
-		c := doc[j]
-		if unquotedPlain[c] {
-			if run++; run > longRun {
-				break
+	j := i + 1
+	for {
+		// Eight bytes at a time, stored before they are known to be plain:
+		// the bytes up to the first quote or backslash are kept and the
+		// rest written over. In a delta of escaped text the runs between
+		// escapes are a few bytes long, and a copy call per run cost more
+		// than the bytes (half the function's instructions).
+		for j+8 <= len(doc) {
+			n := len(dst)
+			if cap(dst)-n < 8 {
+				dst = slices.Grow(dst, 64)
 			}
-			dst = append(dst, c)
-			j++
-			continue
-		}
-		run = 0
-		if c == '"' {
-			return dst, j + 1
-		}
-		if j+1 < len(doc) {
-			if e := unescapeByte[doc[j+1]]; e != 0 {
-				dst = append(dst, e)
-				j += 2
+			w := binary.LittleEndian.Uint64(doc[j:])
+			binary.LittleEndian.PutUint64(dst[n:n+8], w)
+			m := quoteMask(w)
+			if m == 0 {
+				dst = dst[:n+8]
+				j += 8
 				continue
 			}
+			k := bits.TrailingZeros64(m) >> 3
+			dst = dst[:n+k]
+			j += k
+			goto special
 		}
-		break
+		for j < len(doc) && unquotedPlain[doc[j]] {
+			dst = append(dst, doc[j])
+			j++
+		}
+		if j >= len(doc) {
+			return dst, -1
+		}
+	special:
+		// In doubly escaped text escapes come in runs (\\\" is two): a
+		// run is taken here before going back to the plain loop.
+		for {
+			if doc[j] == '"' {
+				return dst, j + 1
+			}
+			if j+1 == len(doc) {
+				return dst, -1
+			}
+			c := unescapeByte[doc[j+1]]
+			if c == 0 {
+				// A \u escape or a malformed one, whose decoding depends
+				// on where the literal ends: the rest goes the two-pass
+				// way.
+				end := skipStringFast(doc, i)
+				if end < 0 {
+					return dst, -1
+				}
+				return Unescape(dst, doc[j:end-1]), end
+			}
+			dst = append(dst, c)
+			if j += 2; j == len(doc) || unquotedPlain[doc[j]] {
+				break
+			}
+		}
 	}
-	if j >= len(doc) {
-		return dst, -1
-	}
-	// A long plain run, where memchr is faster than this loop, a \u
-	// escape or a malformed one, whose decoding depends on where the
-	// literal ends: the rest goes the two-pass way.
-	end := skipStringFast(doc, i)
-	if end < 0 {
-		return dst, -1
-	}
-	return Unescape(dst, doc[j:end-1]), end
 }
 
-// longRun is the plain run after which AppendUnquoted leaves the rest of
-// a literal to StringEnd and Unescape.
-const longRun = 32
+// quoteMask sets the high bit of the lowest byte of w that is '"' or '\\'.
+// As in PlainMask, borrows may flag bytes above it, never one below.
+func quoteMask(w uint64) uint64 {
+	q := w ^ (lsb * '"')
+	bs := w ^ (lsb * '\\')
+	return (((q - lsb) &^ q) | ((bs - lsb) &^ bs)) & msb
+}
 
 // unquotedPlain marks the bytes AppendUnquoted copies as they are: all but
 // the quote and the backslash (Unescape leaves control bytes alone too).
