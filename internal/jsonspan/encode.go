@@ -54,56 +54,72 @@ const hexDigits = "0123456789abcdef"
 // short form, others as \u00XX), U+2028 and U+2029 become \u2028 and
 // \u2029, and each byte of invalid UTF-8 becomes \ufffd.
 func AppendString(dst []byte, s []byte) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		// PlainRun, except that the word with the run's end gives its
-		// length by its lowest flag: tool arguments and code have a quote,
-		// backslash or non-ASCII rune every few bytes, and a byte loop
-		// through that word costs about as much as the word test.
-		for ; i+8 <= len(s); i += 8 {
-			if m := PlainMask(binary.LittleEndian.Uint64(s[i:])); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				goto special
+	dst = append(slices.Grow(dst, len(s)+2), '"')
+	for i := 0; ; {
+		// Eight bytes at a time, stored before they are known to be plain:
+		// the bytes up to the first other one are kept and the rest written
+		// over. Tool arguments and code have a quote, backslash or
+		// non-ASCII rune every few bytes, and a copy call per run between
+		// them cost more than the run.
+		for i+8 <= len(s) {
+			n := len(dst)
+			if cap(dst)-n < 8 {
+				dst = slices.Grow(dst, len(s)-i+8)
 			}
+			w := binary.LittleEndian.Uint64(s[i:])
+			binary.LittleEndian.PutUint64(dst[n:n+8], w)
+			m := PlainMask(w)
+			if m == 0 {
+				dst = dst[:n+8]
+				i += 8
+				continue
+			}
+			k := bits.TrailingZeros64(m) >> 3
+			dst = dst[:n+k]
+			i += k
+			goto special
 		}
 		for i < len(s) && plain[s[i]] {
+			dst = append(dst, s[i])
 			i++
 		}
 		if i == len(s) {
-			break
+			return append(dst, '"')
 		}
 	special:
 		c := s[i]
 		if c < utf8.RuneSelf {
-			dst = appendEscaped(append(dst, s[start:i]...), c)
-			i++
-			start = i
+			dst = appendEscaped(dst, c)
+			// Escapes come in runs in code (\" is two): the next one is
+			// taken without going back to the plain loop.
+			if i++; i < len(s) && !plain[s[i]] {
+				goto special
+			}
 			continue
 		}
-		if size := validRuneLen(s[i:]); size > 0 {
-			i += size
+		switch validRuneLen(s[i:]) {
+		case 2:
+			dst = append(dst, c, s[i+1])
+			i += 2
+			continue
+		case 3:
+			dst = append(dst, c, s[i+1], s[i+2])
+			i += 3
 			continue
 		}
 		r, size := utf8.DecodeRune(s[i:])
 		switch {
 		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\ufffd`...)
 		case r == '\u2028' || r == '\u2029':
 			// Valid JSON, but not valid JavaScript; encoding/json escapes
 			// them unconditionally and so do we.
-			dst = append(dst, s[start:i]...)
 			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
 		default:
-			i += size
-			continue
+			dst = append(dst, s[i:i+size]...)
 		}
 		i += size
-		start = i
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 // PlainMask sets the high bit of the lowest byte of w that is not plain
