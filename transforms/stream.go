@@ -179,10 +179,21 @@ func (s *Stream) handle(ev *Event) error {
 	if ev.Data != nil {
 		s.dataOnly = ev.Name == nil
 	}
+	first := -1 // the first stage that handles the event, once known
 	if ev.Data != nil && s.upResponses {
 		h := &s.x.head
-		h.data = ev.Data
 		h.typ, h.seq, h.ok = openAIHead(ev.Data)
+		if h.ok {
+			typ := ev.Data[h.typ.Start:h.typ.End]
+			first = 0
+			for first < len(s.stages) && s.stages[first].(*trackedStream).skips(typ) {
+				first++
+			}
+			if first == len(s.stages) && s.passThrough(ev, h.typ, h.seq) {
+				return nil
+			}
+		}
+		h.data = ev.Data
 	}
 	if !s.seqKnown && !s.bridged && s.client == ProtocolResponses && ev.Data != nil {
 		// Numbering starts where the upstream's does, even when the
@@ -192,10 +203,37 @@ func (s *Stream) handle(ev *Event) error {
 		}
 	}
 	s.cur = ev
-	err := s.push(0, ev)
+	var err error
+	switch {
+	case first < 0:
+		err = s.push(0, ev)
+	case first == len(s.stages):
+		s.write(ev)
+	default:
+		err = s.stages[first].Event(ev, s.emits[first])
+	}
 	s.cur = nil
 	s.x.head = eventHead{}
 	return err
+}
+
+// passThrough writes an upstream event that no stage handles as it came,
+// when its number is the next one: what write would do with it, without
+// its general checks. It is most events of a long answer (text deltas),
+// and reports false for anything else.
+func (s *Stream) passThrough(ev *Event, typ, seq jsonspan.Span) bool {
+	if ev.Raw == nil || s.bridged || s.client != ProtocolResponses || !s.seqKnown || seq.Start < 0 {
+		return false
+	}
+	if n, ok := parseSeq(ev.Data[seq.Start:seq.End]); !ok || n != s.seq {
+		return false
+	}
+	if s.echo && isLifecycle(ev.Data, typ) {
+		return false
+	}
+	s.out = append(s.out, ev.Raw...)
+	s.seq++
+	return true
 }
 
 // head reads an event's head, the upstream event's from the exchange's
