@@ -461,7 +461,10 @@ func (s *responsesCalls) kindAt(typ []byte) trackedKind {
 }
 
 func (s *responsesCalls) Event(ev *Event, emit Emit) error {
-	d := bytes.TrimSpace(ev.Data)
+	d := ev.Data
+	if len(d) == 0 || d[0] != '{' || d[len(d)-1] != '}' {
+		d = bytes.TrimSpace(d)
+	}
 	if len(d) == 0 || d[0] != '{' {
 		return emit(ev)
 	}
@@ -755,7 +758,7 @@ func openAIArgsAfter(d []byte, seq jsonspan.Span, ok bool, valueAt string, r *ev
 	}
 	i += len(`,"output_index":`)
 	j := i
-	for j < len(d) && d[j] >= '0' && d[j] <= '9' {
+	for j < len(d) && d[j]-'0' < 10 {
 		j++
 	}
 	if j == i {

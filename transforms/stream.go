@@ -458,7 +458,7 @@ func openAIHead(d []byte) (typ, seq jsonspan.Span, ok bool) {
 	}
 	i := end + 1 + len(seqKey)
 	j := i
-	for j < len(d) && d[j] >= '0' && d[j] <= '9' {
+	for j < len(d) && d[j]-'0' < 10 {
 		j++
 	}
 	if j == i || j >= len(d) || d[j] != ',' && d[j] != '}' {
