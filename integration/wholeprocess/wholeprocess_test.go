@@ -10,6 +10,11 @@
 //
 //	go test -run '^$' -bench . -benchtime=100x ./integration/wholeprocess/
 //
+// With LLMT_WP_PIN=0/1 the benchmark process, which is the upstream and
+// the client, runs on CPU 0 and the Caddy processes on CPU 1 (taskset), as
+// on a gateway whose upstream and clients are other machines; unpinned,
+// the three share both CPUs as the scheduler places them.
+//
 // With LLMT_WP_PROFILE=<dir> each benchmark first drives its load for
 // LLMT_WP_PROFILE_SECONDS (default 10) while it fetches a CPU profile of both
 // processes from their admin endpoints, written to <dir>/<case>-{A,B}.pprof.
@@ -231,10 +236,46 @@ func setup(b *testing.B) {
 		}
 	}
 	reverse_proxy `+up)
+		if setupErr == nil {
+			setupErr = pin(os.Getpid(), procA, procB)
+		}
 	})
 	if setupErr != nil {
 		b.Fatal(setupErr)
 	}
+}
+
+// pin, when LLMT_WP_PIN is "<cpus>/<cpus>" (taskset lists, e.g. 0/1),
+// moves every thread of process load (this one: the upstream and the
+// client; 0 for none) to the first CPUs and those of the Caddy processes
+// to the second, as on a gateway whose upstream and clients are other
+// machines.
+func pin(load int, caddies ...*proc) error {
+	spec := os.Getenv("LLMT_WP_PIN")
+	if spec == "" {
+		return nil
+	}
+	loadCPUs, caddyCPUs, ok := strings.Cut(spec, "/")
+	if !ok {
+		return fmt.Errorf("LLMT_WP_PIN=%q: want <cpus of the load>/<cpus of Caddy>", spec)
+	}
+	set := func(cpus string, pid int) error {
+		if out, err := exec.Command("taskset", "-a", "-p", "-c", cpus, strconv.Itoa(pid)).CombinedOutput(); err != nil {
+			return fmt.Errorf("taskset -c %s %d: %v: %s", cpus, pid, err, out)
+		}
+		return nil
+	}
+	if load != 0 {
+		if err := set(loadCPUs, load); err != nil {
+			return err
+		}
+	}
+	for _, p := range caddies {
+		if err := set(caddyCPUs, p.cmd.Process.Pid); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // The upstream answers at once with canned bytes chosen by X-Bench-Case;
@@ -632,6 +673,9 @@ func setupBridge(b *testing.B) {
 		}
 	}
 	reverse_proxy `+up)
+		if bridgeErr == nil {
+			bridgeErr = pin(0, procBridge)
+		}
 	})
 	if bridgeErr != nil {
 		b.Fatal(bridgeErr)
