@@ -1062,6 +1062,46 @@ func procStatus(b *testing.B, pid int, field string) int64 {
 // whole-process figure into the engine and everything around it. The same
 // engine work in writes of four or five events, as the proxy reads them
 // from the canned upstream, is reported as ns/event_in_reads.
+// BenchmarkStreamEngine runs the events of BenchmarkStream through the
+// engine alone, one per write, and nothing else: timed it is as noisy as
+// the host, but its instruction count under callgrind is steady, which is
+// how changes to the engine are weighed here:
+//
+//	go test -c -o wp.test ./integration/wholeprocess/
+//	GODEBUG=asyncpreemptoff=1 GOMAXPROCS=1 GOGC=off valgrind --tool=callgrind \
+//	    ./wp.test -test.run '^$' -test.bench 'StreamEngine$' -test.benchtime=200x
+//	callgrind_annotate --inclusive=yes callgrind.out.* | grep 'Stream).Write '
+func BenchmarkStreamEngine(b *testing.B) {
+	initStreams()
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	rules, err := transforms.Compile(ctx, []transforms.RuleConfig{{Transform: "field_custom_tools_to_function", Config: json.RawMessage(`{"names":["*"]}`)}}, transforms.ScopeProvider, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	chain := transforms.NewChain(rules)
+	sink := 0
+	for b.Loop() {
+		x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{MaxCallBuffer: 8 << 20, MaxEvent: 32 << 20}, nil)
+		chain.Begin(x, "")
+		if _, err := x.RewriteRequest(streamBody); err != nil {
+			b.Fatal(err)
+		}
+		s := x.NewStream()
+		for _, ev := range streamEvs {
+			_ = s.Write(ev)
+			sink += len(s.Output())
+		}
+		_ = s.Close()
+		sink += len(s.Output())
+		s.Release()
+	}
+	if sink == 0 {
+		b.Fatal("no output")
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(streamEvs)), "ns/event")
+}
+
 func BenchmarkStreamInProcess(b *testing.B) {
 	initStreams()
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
