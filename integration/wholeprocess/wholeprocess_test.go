@@ -1072,29 +1072,10 @@ func procStatus(b *testing.B, pid int, field string) int64 {
 //	    ./wp.test -test.run '^$' -test.bench 'StreamEngine$' -test.benchtime=200x
 //	callgrind_annotate --inclusive=yes callgrind.out.* | grep 'Stream).Write '
 func BenchmarkStreamEngine(b *testing.B) {
-	initStreams()
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	defer cancel()
-	rules, err := transforms.Compile(ctx, []transforms.RuleConfig{{Transform: "field_custom_tools_to_function", Config: json.RawMessage(`{"names":["*"]}`)}}, transforms.ScopeProvider, "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	chain := transforms.NewChain(rules)
+	run := streamEngine(b)
 	sink := 0
 	for b.Loop() {
-		x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{MaxCallBuffer: 8 << 20, MaxEvent: 32 << 20}, nil)
-		chain.Begin(x, "")
-		if _, err := x.RewriteRequest(streamBody); err != nil {
-			b.Fatal(err)
-		}
-		s := x.NewStream()
-		for _, ev := range streamEvs {
-			_ = s.Write(ev)
-			sink += len(s.Output())
-		}
-		_ = s.Close()
-		sink += len(s.Output())
-		s.Release()
+		sink += run(streamEvs)
 	}
 	if sink == 0 {
 		b.Fatal("no output")
@@ -1102,15 +1083,38 @@ func BenchmarkStreamEngine(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(streamEvs)), "ns/event")
 }
 
-func BenchmarkStreamInProcess(b *testing.B) {
+// streamEngine returns a function that runs one stream, written as writes,
+// through BenchmarkStream's rule alone and returns how many bytes came out.
+func streamEngine(b *testing.B) func(writes [][]byte) int {
 	initStreams()
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	defer cancel()
+	b.Cleanup(cancel)
 	rules, err := transforms.Compile(ctx, []transforms.RuleConfig{{Transform: "field_custom_tools_to_function", Config: json.RawMessage(`{"names":["*"]}`)}}, transforms.ScopeProvider, "")
 	if err != nil {
 		b.Fatal(err)
 	}
 	chain := transforms.NewChain(rules)
+	return func(writes [][]byte) int {
+		x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{MaxCallBuffer: 8 << 20, MaxEvent: 32 << 20}, nil)
+		chain.Begin(x, "")
+		if _, err := x.RewriteRequest(streamBody); err != nil {
+			b.Fatal(err)
+		}
+		s := x.NewStream()
+		out := 0
+		for _, w := range writes {
+			_ = s.Write(w)
+			out += len(s.Output())
+		}
+		_ = s.Close()
+		out += len(s.Output())
+		s.Release()
+		return out
+	}
+}
+
+func BenchmarkStreamInProcess(b *testing.B) {
+	engineRun := streamEngine(b)
 	var reads [][]byte
 	for i := 0; i < len(streamEvs); {
 		var r []byte
@@ -1121,21 +1125,7 @@ func BenchmarkStreamInProcess(b *testing.B) {
 		reads = append(reads, r)
 	}
 	sink := 0
-	run := func(writes [][]byte) {
-		x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{MaxCallBuffer: 8 << 20, MaxEvent: 32 << 20}, nil)
-		chain.Begin(x, "")
-		if _, err := x.RewriteRequest(streamBody); err != nil {
-			b.Fatal(err)
-		}
-		s := x.NewStream()
-		for _, w := range writes {
-			_ = s.Write(w)
-			sink += len(s.Output())
-		}
-		_ = s.Close()
-		sink += len(s.Output())
-		s.Release()
-	}
+	run := func(writes [][]byte) { sink += engineRun(writes) }
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var parse, engine, inReads time.Duration
