@@ -100,15 +100,20 @@ func (d *ArgsDecoder) AppendWrite(dst, frag []byte) ([]byte, error) {
 		return dst, d.err
 	}
 	d.raw = append(d.raw, frag...)
+	return d.decode(dst), nil
+}
+
+// decode decodes what was last appended to raw onto dst.
+func (d *ArgsDecoder) decode(dst []byte) []byte {
 	if d.st == stInput {
 		// Nearly every fragment lands inside the input string; decoding it
 		// directly skips run's state dispatch.
-		return d.input(dst), nil
+		return d.input(dst)
 	}
 	if d.st < stDone {
 		dst = d.run(dst)
 	}
-	return dst, nil
+	return dst
 }
 
 // AppendWriteQuoted is AppendWrite for a fragment that arrives as the JSON
@@ -122,25 +127,18 @@ func (d *ArgsDecoder) AppendWriteQuoted(dst, doc []byte, at int) ([]byte, int, e
 	if d.err != nil {
 		return dst, -1, d.err
 	}
-	n := len(d.raw)
+	// Decoded past raw's length; raw keeps its length unless the literal
+	// is taken.
 	raw, end := jsonspan.AppendUnquoted(d.raw, doc, at)
-	d.raw = raw
-	if end < 0 {
-		d.raw = d.raw[:n]
+	switch {
+	case end < 0:
 		return dst, -1, nil
-	}
-	if d.Limit > 0 && len(d.raw) > d.Limit {
-		d.raw = d.raw[:n]
+	case d.Limit > 0 && len(raw) > d.Limit:
 		d.err = ErrLimit
 		return dst, end, d.err
 	}
-	if d.st == stInput {
-		return d.input(dst), end, nil
-	}
-	if d.st < stDone {
-		dst = d.run(dst)
-	}
-	return dst, end, nil
+	d.raw = raw
+	return d.decode(dst), end, nil
 }
 
 // Raw returns all raw argument bytes received so far. The result is only
