@@ -587,25 +587,14 @@ func (c *customArgs) Delta(frag []byte) ([]byte, error) {
 	if c.norm == nil {
 		return c.appendSent(c.dec.Write(frag))
 	}
-	// The normaliser keeps pieces of what it is given: the decoder writes
-	// them straight into the arena, where bytes are never written twice.
-	// Decoding can turn a byte into three (U+FFFD) and finish an escape
-	// of up to 11 bytes held from the fragment before: with that much room
-	// append never moves the arena (were it to, what the normaliser keeps
-	// would still be intact, in the old array, only copied for nothing).
-	if room := 3*(len(frag)+11) + 16; cap(c.arena)-len(c.arena) < room {
-		c.arena = make([]byte, 0, max(arenaChunk, room))
-	}
-	start := len(c.arena)
+	start := c.arenaFor(len(frag))
 	arena, err := c.dec.AppendWrite(c.arena, frag)
 	if err != nil {
 		return nil, err
 	}
-	c.arena = arena
-	return c.appendSent(c.normalise(arena[start:]), nil)
+	return c.appendSent(c.normalise(arena, start), nil)
 }
 
-// appendSent records what Delta returns.
 // QuotedDelta implements quotedDeltaHandler: Delta for a fragment still
 // quoted as the event carried it.
 func (c *customArgs) QuotedDelta(doc []byte, at int) ([]byte, int, error) {
@@ -618,23 +607,37 @@ func (c *customArgs) QuotedDelta(doc []byte, at int) ([]byte, int, error) {
 		text, err := c.appendSent(out, nil)
 		return text, end, err
 	}
-	// As in Delta, with the literal's length bounding the fragment's.
-	if room := 3*(len(doc)-at+11) + 16; cap(c.arena)-len(c.arena) < room {
-		c.arena = make([]byte, 0, max(arenaChunk, room))
-	}
-	start := len(c.arena)
+	// The literal's length bounds the fragment's.
+	start := c.arenaFor(len(doc) - at)
 	arena, end, err := c.dec.AppendWriteQuoted(c.arena, doc, at)
 	if err != nil || end < 0 {
 		return nil, end, err
 	}
-	c.arena = arena
-	text, err := c.appendSent(c.normalise(arena[start:]), nil)
+	text, err := c.appendSent(c.normalise(arena, start), nil)
 	return text, end, err
 }
 
-// normalise passes decoded text, written in the arena, to the normaliser
-// and returns what it releases, valid until the next delta.
-func (c *customArgs) normalise(text []byte) []byte {
+// arenaFor makes room in the arena for decoding a fragment of n bytes and
+// returns where its text will start. The normaliser keeps pieces of what
+// it is given: the decoder writes them straight into the arena, where
+// bytes are never written twice. Decoding can turn a byte into three
+// (U+FFFD) and finish an escape of up to 11 bytes held from the fragment
+// before: with that much room append never moves the arena (were it to,
+// what the normaliser keeps would still be intact, in the old array, only
+// copied for nothing).
+func (c *customArgs) arenaFor(n int) int {
+	if room := 3*(n+11) + 16; cap(c.arena)-len(c.arena) < room {
+		c.arena = make([]byte, 0, max(arenaChunk, room))
+	}
+	return len(c.arena)
+}
+
+// normalise takes the arena the decoder extended, passes the text it
+// decoded from start to the normaliser and returns what that releases,
+// valid until the next delta.
+func (c *customArgs) normalise(arena []byte, start int) []byte {
+	c.arena = arena
+	text := arena[start:]
 	if len(text) == 0 {
 		return text
 	}
@@ -642,6 +645,7 @@ func (c *customArgs) normalise(text []byte) []byte {
 	return c.out
 }
 
+// appendSent records what Delta returns.
 func (c *customArgs) appendSent(text []byte, err error) ([]byte, error) {
 	if err != nil {
 		return nil, err

@@ -184,6 +184,8 @@ func (s *Stream) handle(ev *Event) error {
 		h := &s.x.head
 		h.typ, h.seq, h.ok = openAIHead(ev.Data)
 		if h.ok {
+			// push's search, written out here: as a function it cost
+			// about 1 % of the engine's instructions.
 			typ := ev.Data[h.typ.Start:h.typ.End]
 			first = 0
 			for first < len(s.stages) && s.stages[first].(*trackedStream).skips(typ) {
