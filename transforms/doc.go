@@ -35,7 +35,9 @@
 //     does not handle the event's type), and writes what comes out in the
 //     client's framing (named events and a
 //     gap-free sequence_number for Responses, data lines and [DONE] for
-//     Chat). Events no stage touches keep their bytes; an abort becomes an
+//     Chat). Events no stage touches keep their bytes (an event no stage
+//     handles, already numbered as the client expects, is written straight
+//     from its head, the common text delta); an abort becomes an
 //     error event in the client's shape. The upstream's error statuses
 //     pass through untouched, except that a rule implementing
 //     ErrorRewriter (a bridge) may put a JSON error body in its client's
