@@ -56,6 +56,9 @@ func checkStreaming(t testing.TB, s string) {
 		if got := appended(pieces...); got != want {
 			t.Fatalf("AppendWrite, pieces %q:\n got %q\nwant %q", pieces, got, want)
 		}
+		if got := heldBack(t, pieces...); got != want {
+			t.Fatalf("pieces held while Holds, %q:\n got %q\nwant %q", pieces, got, want)
+		}
 	}
 }
 
@@ -67,6 +70,53 @@ func appended(pieces ...string) string {
 		out = n.AppendWrite(out, p)
 	}
 	return string(out) + n.Finish()
+}
+
+// heldBack writes the pieces the way a caller that trusts Holds does: a
+// piece Holds says would only be held waits and goes with the next one
+// that is written. It checks on the way that such a piece, written on its
+// own, releases nothing.
+func heldBack(t testing.TB, pieces ...string) string {
+	t.Helper()
+	var n, probe Normalizer
+	var out []byte
+	held := ""
+	for _, p := range pieces {
+		if n.Holds([]byte(p)) {
+			if got := probe.Write(p); got != "" {
+				t.Fatalf("Holds(%q) but writing it released %q", p, got)
+			}
+			held += p
+			continue
+		}
+		probe.Write(p)
+		out = n.AppendWrite(out, held+p)
+		held = ""
+	}
+	out = n.AppendWrite(out, held)
+	return string(out) + n.Finish()
+}
+
+func TestHasLF(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{"", false},
+		{"\n", true},
+		{"abcdefg", false},
+		{"abcdefgh", false},
+		{"abcdefgh\n", true},
+		{"\nbcdefgh", true},
+		{"abcdefg\n", true},
+		{"abc\x0bdef\x09\x8a\x0a", true}, // neighbours of '\n' around it
+		{"\x0b\x09\x8a\x0b\x09\x8a\x00\xffxyz", false},
+		{"0123456789abcdef0123456\n", true},
+	} {
+		if got := hasLF([]byte(tc.in)); got != tc.want {
+			t.Errorf("hasLF(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
 }
 
 func TestNormalizerMatchesNormalize(t *testing.T) {

@@ -69,9 +69,18 @@ type responsesCalls struct {
 	// closed since.
 	missKnown         bool
 	missID, missIndex []byte
-	itembuf           []byte // the last finished item's event
-	escFor            *trackedCall
-	refsBuf           eventRefs // the argument event being handled
+	// A delta laid out the OpenAI way holds its call's keys between its
+	// sequence number and its value, the same bytes in every delta of a
+	// call: runKey is them as the delta find answered last held them, and
+	// runCall that answer (nil: none of the rule's calls), good while
+	// runKnown, until a call opens or closes. A delta of the same run is
+	// then placed with one comparison.
+	runKnown bool
+	runKey   []byte
+	runCall  *trackedCall
+	itembuf  []byte // the last finished item's event
+	escFor   *trackedCall
+	refsBuf  eventRefs // the argument event being handled
 	// argsDone is the call whose done event matched its deltas last: its
 	// escaped arguments are kept for its finished item.
 	argsDone *trackedCall
@@ -362,7 +371,7 @@ func (s *responsesCalls) findMapped(itemID, outputIndex []byte) (c *trackedCall,
 // close moves a call from open to closed; completed says it was
 // delivered whole rather than dropped.
 func (s *responsesCalls) close(c *trackedCall, completed bool) {
-	s.last, s.missKnown = nil, false
+	s.last, s.missKnown, s.runKnown = nil, false, false
 	if s.argsDone == c {
 		s.argsDone = nil
 	}
@@ -479,12 +488,26 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 	case itemAddedKind:
 		return s.itemAdded(ev, d, emit)
 	case argsDeltaKind:
-		// The head was read once already; the fast path goes on from it.
 		r := &s.refsBuf
-		if !openAIArgsAfter(d, seq, fast, valueDelta, r) {
+		if s.runKnown && fast && seq.Start >= 0 && len(d)-seq.End > len(s.runKey) &&
+			string(d[seq.End:seq.End+len(s.runKey)]) == string(s.runKey) {
+			if s.runCall == nil {
+				return emit(ev)
+			}
+			r.itemID, r.outputIndex, r.seq = nil, nil, d[seq.Start:seq.End]
+			r.value = jsonspan.Span{Start: seq.End + len(s.runKey) - 1, End: -1}
+			return s.argsDelta(s.runCall, d, r, emit)
+		}
+		// The head was read once already; the fast path goes on from it.
+		laidOut := openAIArgsAfter(d, seq, fast, valueDelta, r)
+		if !laidOut {
 			s.namedRefs(d, deltaEventFields, r)
 		}
 		c, closed := s.find(r.itemID, r.outputIndex)
+		if laidOut && !closed {
+			s.runKnown, s.runCall = true, c
+			s.runKey = append(s.runKey[:0], d[seq.End:r.value.Start+1]...)
+		}
 		switch {
 		case c != nil:
 			return s.argsDelta(c, d, r, emit)
@@ -549,7 +572,7 @@ func (s *responsesCalls) End(emit Emit) error {
 }
 
 func (s *responsesCalls) newCall(client ToolID, h CallHandler, itemID string, outputIndex []byte, callID string) *trackedCall {
-	s.last, s.missKnown = nil, false // a new call may take the keys of the last one, or those that found none
+	s.last, s.missKnown, s.runKnown = nil, false, false // a new call may take the keys of the last one, or those that found none
 	c := &trackedCall{client: client, h: h, itemID: itemID, callID: callID, outputIndex: bytes.Clone(outputIndex)}
 	_, c.relay = h.(relaying)
 	c.quoted, _ = h.(quotedDeltaHandler)

@@ -304,3 +304,78 @@ func TestReadItemKnowingItsArguments(t *testing.T) {
 		}
 	}
 }
+
+// The deltas of a run are placed by the keys of the run's first one
+// (responsesCalls.runKey): runs of a converted and a native call that take
+// turns, a stray delta of a finished call and a new call under the keys of
+// one that finished each go where their keys say.
+func TestDeltaRunsFollowTheirCalls(t *testing.T) {
+	req := `{"tools":[{"type":"custom","name":"shell"},{"type":"function","name":"native","parameters":{}}]}`
+	a := fnCallStream(0, 1, "fc_a", "a", "shell", `{"input":"ls -la \"x\"\nwc -l"}`, 4, true)
+	n := fnCallStream(0, 2, "fc_n", "n", "native", `{"q":"native \"args\" here"}`, 5, true)
+	again := fnCallStream(0, 1, "fc_a", "b", "shell", `{"input":"pwd"}`, 2, true)
+	// Headers, then runs of two deltas from each call in turn (a has the
+	// last ones), then the
+	// done events; a stray delta of the finished call a; then a new call
+	// under a's item id and output index.
+	up := []string{a[0], n[0]}
+	ad, nd := a[1:len(a)-2], n[1:len(n)-2]
+	for len(ad) > 0 || len(nd) > 0 {
+		k := min(2, len(ad))
+		up, ad = append(up, ad[:k]...), ad[k:]
+		k = min(2, len(nd))
+		up, nd = append(up, nd[:k]...), nd[k:]
+	}
+	up = append(up, n[len(n)-2:]...)
+	up = append(up, a[len(a)-2:]...)
+	up = append(up, a[1]) // stray: a has finished
+	up = append(up, again...)
+	for i := range up {
+		// Numbered in the order they are sent.
+		up[i] = strings.Replace(up[i], `"sequence_number":`+gjsonSeq(up[i]), `"sequence_number":`+itoa(i), 1)
+	}
+	evs := events(t, streamCase(t, wildcard, req, sse(up...)))
+	deltas, inputs := map[string]string{}, map[string]string{}
+	var last []string // the custom deltas since the last call opened
+	for _, e := range evs {
+		switch e["type"] {
+		case "response.output_item.added":
+			last = nil
+		case "response.custom_tool_call_input.delta", "response.function_call_arguments.delta":
+			deltas[e["type"].(string)+" "+e["item_id"].(string)] += e["delta"].(string)
+			if e["type"] == "response.custom_tool_call_input.delta" {
+				last = append(last, e["delta"].(string))
+			}
+		case "response.output_item.done":
+			it := e["item"].(map[string]any)
+			if in, ok := it["input"].(string); ok {
+				inputs[it["call_id"].(string)] = in
+			} else {
+				inputs[it["call_id"].(string)] = it["arguments"].(string)
+			}
+		}
+	}
+	want := map[string]string{
+		"response.custom_tool_call_input.delta fc_a":  "ls -la \"x\"\nwc -l" + "pwd",
+		"response.function_call_arguments.delta fc_n": `{"q":"native \"args\" here"}`,
+	}
+	if fmt.Sprint(deltas) != fmt.Sprint(want) {
+		t.Errorf("deltas:\n got %q\nwant %q", deltas, want)
+	}
+	// b's input streams as its deltas come ({"in|pu|t"|:"|pw|d"|}), not all
+	// at its end as it would were they taken for a's.
+	if fmt.Sprint(last) != fmt.Sprint([]string{"pw", "d"}) {
+		t.Errorf("the second call's deltas: %q", last)
+	}
+	wantIn := map[string]string{"a": "ls -la \"x\"\nwc -l", "n": `{"q":"native \"args\" here"}`, "b": "pwd"}
+	if fmt.Sprint(inputs) != fmt.Sprint(wantIn) {
+		t.Errorf("inputs:\n got %q\nwant %q", inputs, wantIn)
+	}
+}
+
+// gjsonSeq returns an event's sequence_number as written.
+func gjsonSeq(ev string) string {
+	_, rest, _ := strings.Cut(ev, `"sequence_number":`)
+	end := strings.IndexAny(rest, ",}")
+	return rest[:end]
+}

@@ -578,6 +578,11 @@ type customArgs struct {
 	// pieces of it (a partial line, a hunk under review): bytes once
 	// written there are never written again, so they may back strings.
 	arena []byte
+	// fed is how much of the arena the normaliser has been given. The
+	// text after it is a partial line that the normaliser would only
+	// hold: it waits, in place, for the delta that ends the line, and the
+	// line's deltas then cost the normaliser one call instead of one each.
+	fed int
 }
 
 // arenaChunk is the size of the arena's chunks: a few hundred deltas each.
@@ -624,25 +629,36 @@ func (c *customArgs) QuotedDelta(doc []byte, at int) ([]byte, int, error) {
 // (U+FFFD) and finish an escape of up to 11 bytes held from the fragment
 // before: with that much room append never moves the arena (were it to,
 // what the normaliser keeps would still be intact, in the old array, only
-// copied for nothing).
+// copied for nothing). It starts a delta's output in c.out.
 func (c *customArgs) arenaFor(n int) int {
+	c.out = c.out[:0]
 	if room := 3*(n+11) + 16; cap(c.arena)-len(c.arena) < room {
-		c.arena = make([]byte, 0, max(arenaChunk, room))
+		// What waits for its line's end must go before the text it
+		// joins stops being next to it.
+		c.feedHeld()
+		c.arena, c.fed = make([]byte, 0, max(arenaChunk, room)), 0
 	}
 	return len(c.arena)
 }
 
 // normalise takes the arena the decoder extended, passes the text it
-// decoded from start to the normaliser and returns what that releases,
-// valid until the next delta.
+// decoded from start to the normaliser, unless the normaliser would only
+// hold it, and returns what that releases, valid until the next delta.
 func (c *customArgs) normalise(arena []byte, start int) []byte {
 	c.arena = arena
-	text := arena[start:]
-	if len(text) == 0 {
-		return text
+	if !c.norm.Holds(arena[start:]) {
+		c.feedHeld()
 	}
-	c.out = c.norm.AppendWrite(c.out[:0], unsafe.String(unsafe.SliceData(text), len(text)))
 	return c.out
+}
+
+// feedHeld gives the normaliser the arena's text it has not had yet and
+// appends what that releases to c.out.
+func (c *customArgs) feedHeld() {
+	if held := c.arena[c.fed:]; len(held) > 0 {
+		c.out = c.norm.AppendWrite(c.out, unsafe.String(unsafe.SliceData(held), len(held)))
+		c.fed = len(c.arena)
+	}
 }
 
 // appendSent records what Delta returns.
@@ -680,7 +696,9 @@ func (c *customArgs) Finish(raw []byte) []byte {
 		// and the pooled buffer it streamed into goes back.
 		var tail string
 		if c.norm != nil {
-			tail = c.norm.Finish()
+			c.out = c.out[:0]
+			c.feedHeld()
+			tail = string(c.out) + c.norm.Finish()
 		}
 		in = make([]byte, len(c.sent)+len(tail))
 		copy(in[copy(in, c.sent):], tail)

@@ -511,20 +511,27 @@ func measure(b *testing.B, pa, pb *proc, one func(p *proc)) (ticksA, ticksB int6
 	for _, m := range []struct {
 		unit   string
 		p      *proc
-		before [2]int64
+		before [3]int64
 	}{{"A", pa, ioA}, {"B", pb, ioB}} {
-		if after := m.p.syscalls(); m.before[0] >= 0 && after[0] >= 0 {
+		after := m.p.syscalls()
+		if m.before[0] >= 0 && after[0] >= 0 {
 			b.ReportMetric(float64(after[0]-m.before[0])/float64(b.N), m.unit+"_reads/op")
 			b.ReportMetric(float64(after[1]-m.before[1])/float64(b.N), m.unit+"_writes/op")
+		}
+		if m.before[2] >= 0 && after[2] >= 0 {
+			b.ReportMetric(float64(after[2]-m.before[2])/float64(b.N), m.unit+"_sleeps/op")
 		}
 	}
 	return ticksA, ticksB
 }
 
 // syscalls returns the process's read and write system calls so far
-// (syscr and syscw of /proc/<pid>/io), or -1s when they cannot be read.
-func (p *proc) syscalls() [2]int64 {
-	n := [2]int64{-1, -1}
+// (syscr and syscw of /proc/<pid>/io) and its threads' voluntary context
+// switches, or -1s when they cannot be read. A thread sleeps when the
+// runtime finds no goroutine to run, so the switches count how often the
+// proxy ran dry: each costs a trip through the scheduler and the poller.
+func (p *proc) syscalls() [3]int64 {
+	n := [3]int64{-1, -1, -1}
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", p.cmd.Process.Pid))
 	if err != nil {
 		return n
@@ -538,6 +545,21 @@ func (p *proc) syscalls() [2]int64 {
 			n[0] = c
 		case k == "syscw":
 			n[1] = c
+		}
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", p.cmd.Process.Pid))
+	for _, t := range tasks {
+		raw, err := os.ReadFile(t)
+		if err != nil {
+			continue // a thread that ended
+		}
+		_, v, ok := strings.Cut(string(raw), "voluntary_ctxt_switches:")
+		if !ok || strings.HasPrefix(v, "non") {
+			continue
+		}
+		v, _, _ = strings.Cut(v, "\n")
+		if c, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+			n[2] = max(n[2], 0) + c
 		}
 	}
 	return n
