@@ -127,6 +127,24 @@ func (d *ArgsDecoder) AppendWriteQuoted(dst, doc []byte, at int) ([]byte, int, e
 	if d.err != nil {
 		return dst, -1, d.err
 	}
+	// Nearly every delta goes on with the input string, where the last
+	// one stopped. Its two levels of escaping are then undone in one
+	// pass, and whatever that pass does not take, the usual way from
+	// there. The literal decodes to no more bytes than it has, so a
+	// literal that fits with room to spare needs no check of Limit.
+	if d.st == stInput && d.pos == len(d.raw) && (d.Limit <= 0 || len(d.raw)+len(doc)-at <= d.Limit) {
+		raw, out, j, end := quotedInput(d.raw, dst, doc, at+1)
+		if end >= 0 {
+			d.raw, d.pos = raw, len(raw)
+			return out, end, nil
+		}
+		pos := len(raw)
+		if raw, end = jsonspan.AppendUnquotedFrom(raw, doc, at, j); end < 0 {
+			return dst, -1, nil
+		}
+		d.raw, d.pos = raw, pos
+		return d.decode(out), end, nil
+	}
 	// Decoded past raw's length; raw keeps its length unless the literal
 	// is taken.
 	raw, end := jsonspan.AppendUnquoted(d.raw, doc, at)
@@ -139,6 +157,99 @@ func (d *ArgsDecoder) AppendWriteQuoted(dst, doc []byte, at int) ([]byte, int, e
 	}
 	d.raw = raw
 	return d.decode(dst), end, nil
+}
+
+// quotedInput decodes a delta's literal in doc from j, inside the input
+// string, through both of its levels of escaping at once: the literal
+// decoded once is arguments text, appended to raw, and decoded again it is
+// input text, appended to dst. It takes plain text, valid UTF-8 and the
+// escapes that code is full of (\\\" for a quote, \\\\ for a backslash,
+// \\n for a line feed and so on), and stops before anything else, with
+// next where it stopped: the input string's end, a \u escape, an escape
+// cut by the literal's end, anything malformed, the end of doc. end is
+// past the literal's closing quote once it reaches it, else -1. What it
+// took is whole at both levels, so the usual way can go on from next.
+// Like append it may write anywhere in raw's and dst's spare capacity.
+func quotedInput(raw, dst, doc []byte, j int) (rawOut, dstOut []byte, next, end int) {
+	for {
+		// Eight bytes at a time, as unquote does, into both buffers.
+		for j+8 <= len(doc) {
+			nr, nd := len(raw), len(dst)
+			if cap(raw)-nr < 8 {
+				raw = slices.Grow(raw, 64)
+			}
+			if cap(dst)-nd < 8 {
+				dst = slices.Grow(dst, 64)
+			}
+			w := binary.LittleEndian.Uint64(doc[j:])
+			binary.LittleEndian.PutUint64(raw[nr:nr+8], w)
+			binary.LittleEndian.PutUint64(dst[nd:nd+8], w)
+			m := jsonspan.PlainMask(w)
+			if m == 0 {
+				raw, dst, j = raw[:nr+8], dst[:nd+8], j+8
+				continue
+			}
+			k := bits.TrailingZeros64(m) >> 3
+			raw, dst, j = raw[:nr+k], dst[:nd+k], j+k
+			goto special
+		}
+		for j < len(doc) && plainASCII[doc[j]] {
+			raw, dst = append(raw, doc[j]), append(dst, doc[j])
+			j++
+		}
+		if j == len(doc) {
+			return raw, dst, j, -1
+		}
+	special:
+		switch c := doc[j]; {
+		case c == '\\':
+			// Only an escaped backslash starts an escape of the
+			// arguments; the next unit of the literal says which one.
+			if j+2 >= len(doc) || doc[j+1] != '\\' {
+				// The input's end (\"), a raw control character in the
+				// arguments (\n), \u, or malformed text: the usual way.
+				return raw, dst, j, -1
+			}
+			e := doc[j+2]
+			if e != '\\' {
+				// \\n and the like; a quote here is the literal's end.
+				if e == '"' || e == 'u' || shortEscape[e] == 0 {
+					return raw, dst, j, -1
+				}
+				raw, dst = append(raw, '\\', e), append(dst, shortEscape[e])
+				j += 3
+				continue
+			}
+			// \\\" and \\\\: the arguments escape a quote or a backslash.
+			if j+3 == len(doc) {
+				return raw, dst, j, -1
+			}
+			if e = doc[j+3]; e != '"' && e != '\\' && e != '/' {
+				return raw, dst, j, -1
+			}
+			raw, dst = append(raw, '\\', e), append(dst, e)
+			j += 4
+		case c == '"':
+			return raw, dst, j, j + 1
+		case c >= utf8.RuneSelf:
+			// Byte by byte: a copy call would cost more than the rune.
+			switch validUTF8(doc[j:]) {
+			case 2:
+				raw, dst = append(raw, c, doc[j+1]), append(dst, c, doc[j+1])
+				j += 2
+			case 3:
+				raw, dst = append(raw, c, doc[j+1], doc[j+2]), append(dst, c, doc[j+1], doc[j+2])
+				j += 3
+			case 4:
+				raw, dst = append(raw, doc[j:j+4]...), append(dst, doc[j:j+4]...)
+				j += 4
+			default:
+				return raw, dst, j, -1
+			}
+		default:
+			return raw, dst, j, -1 // a control character
+		}
+	}
 }
 
 // Raw returns all raw argument bytes received so far. The result is only

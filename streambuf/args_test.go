@@ -299,3 +299,45 @@ func patchArgs(n int) []byte {
 	}
 	return args
 }
+
+// Cut anywhere, a delta of these arguments is decoded in AppendWriteQuoted's
+// one pass through both levels of escaping, or stops it on the way: at an
+// escape of the arguments cut in two, at a \u escape, at invalid UTF-8, at
+// the end of the input string. Wherever the cuts fall, it decodes what
+// AppendWrite does.
+func TestArgsDecoderQuotedEveryCut(t *testing.T) {
+	args := "{\"input\":\"a\\\"b\\\\c\\nd\\t é 🦀 \\u00e9\\/ \xff \\\\\\\"x\",\"k\":1}"
+	deltaDoc := func(p string) []byte {
+		doc := []byte(`{"delta":"`)
+		for _, b := range []byte(p) {
+			if b == '"' || b == '\\' {
+				doc = append(doc, '\\')
+			}
+			doc = append(doc, b)
+		}
+		return append(doc, `","obfuscation":"x\\y"}`...)
+	}
+	for i := 0; i <= len(args); i++ {
+		for j := i; j <= len(args); j++ {
+			var want, got ArgsDecoder
+			var wantOut, gotOut []byte
+			for _, p := range []string{args[:i], args[i:j], args[j:]} {
+				wantOut, _ = want.AppendWrite(wantOut, []byte(p))
+				doc := deltaDoc(p)
+				var end int
+				var err error
+				if gotOut, end, err = got.AppendWriteQuoted(gotOut, doc, len(`{"delta":`)); err != nil || end != len(doc)-len(`,"obfuscation":"x\\y"}`) {
+					t.Fatalf("cuts %d, %d: %s: end %d, %v", i, j, doc, end, err)
+				}
+			}
+			if string(gotOut) != string(wantOut) || string(got.Raw()) != args || got.InputComplete() != want.InputComplete() || got.Failed() != want.Failed() {
+				t.Fatalf("cuts %d, %d: %q, Raw %q, complete %v; AppendWrite: %q, complete %v", i, j, gotOut, got.Raw(), got.InputComplete(), wantOut, want.InputComplete())
+			}
+		}
+	}
+	var d ArgsDecoder
+	out, _ := d.Write([]byte(args))
+	if string(out) != "a\"b\\c\nd\t é 🦀 é/ \ufffd \\\"x" || !d.InputComplete() {
+		t.Fatalf("Write: %q", out)
+	}
+}

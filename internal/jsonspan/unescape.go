@@ -154,7 +154,13 @@ func Hex4(s []byte) (r rune, n int) {
 // dst's spare capacity, a few bytes past what it returns too, so dst must
 // not share memory with doc.
 func AppendUnquoted(dst, doc []byte, i int) ([]byte, int) {
-	j := i + 1
+	return AppendUnquotedFrom(dst, doc, i, i+1)
+}
+
+// AppendUnquotedFrom is AppendUnquoted for a caller that decoded the
+// literal at doc[i] itself up to j, a position between two of its
+// characters, and leaves the rest to it.
+func AppendUnquotedFrom(dst, doc []byte, i, j int) ([]byte, int) {
 	for {
 		// Eight bytes at a time, stored before they are known to be plain:
 		// the bytes up to the first quote or backslash are kept and the
