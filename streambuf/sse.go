@@ -124,6 +124,18 @@ type Parser struct {
 	// limit. Exceeding it makes Feed return ErrEventTooLarge.
 	MaxEvent int
 
+	// Claim, when set, is offered each event that starts in what Feed is
+	// given, after any event held from an earlier Feed and only when no
+	// line of b ends in '\r', before the parser reads it. It returns the
+	// end of the event at b[i:] when it took the whole event itself, or -1
+	// to leave the event to the parser. It must find that end as the
+	// parser would, at the event's blank line, and take no event longer
+	// than MaxEvent. A caller that knows the shape of a run of events
+	// takes them this way, without the parser's general reading of each.
+	// An error stops Feed as fn's does, end being the end of the event it
+	// came from.
+	Claim func(b []byte, i int) (end int, err error)
+
 	buf     []byte // bytes of the incomplete event held since the last Feed
 	off     int    // start in buf of its unterminated last line
 	scratch []byte // joined data of multi-line events
@@ -182,6 +194,16 @@ func (p *Parser) Feed(b []byte, fn func(*Event) error) error {
 		// shape, or an event b does not complete, goes through parse.
 		end, ok := 0, false
 		if ls.cr < 0 {
+			if p.Claim != nil {
+				end, err := p.Claim(b, i)
+				if err != nil {
+					return p.fail(err, b[end:])
+				}
+				if end >= 0 {
+					i = end
+					continue
+				}
+			}
 			end, ok = p.simple(b, i)
 		}
 		if !ok {

@@ -375,3 +375,59 @@ func TestRewrittenEventKeepsIDAndRetry(t *testing.T) {
 		t.Fatalf("line break in id: %q", out)
 	}
 }
+
+// Claim is offered each event that starts in a Feed's bytes without a
+// '\r' in them, never the one completed from held bytes; what it takes
+// skips fn, and its error stops Feed with the bytes after the event it
+// took left for Rest.
+func TestParserClaim(t *testing.T) {
+	in := []byte("data: c1\n\ndata: 2\n\ndata: c3\n\ndata: bad\n\ndata: 5\n\n")
+	stop := errors.New("stop")
+	for _, n := range []int{1, 7, 11, len(in)} {
+		var p Parser
+		var delivered, claimed []string
+		p.Claim = func(b []byte, i int) (int, error) {
+			e := bytes.Index(b[i:], []byte("\n\n"))
+			if e < 0 || b[i+6] != 'c' && b[i+6] != 'b' {
+				return -1, nil
+			}
+			claimed = append(claimed, string(b[i+6:i+e]))
+			if b[i+6] == 'b' {
+				return i + e + 2, stop
+			}
+			return i + e + 2, nil
+		}
+		var err error
+		fed := 0
+		for fed < len(in) && err == nil {
+			chunk := in[fed:min(fed+n, len(in))]
+			fed += len(chunk)
+			err = p.Feed(chunk, func(e *Event) error {
+				delivered = append(delivered, string(e.Data))
+				return nil
+			})
+		}
+		// Whole in one Feed, the claimable events are claimed; cut in
+		// small chunks, each event is completed from held bytes and
+		// delivered instead.
+		switch n {
+		case len(in):
+			if err != stop || !slices.Equal(claimed, []string{"c1", "c3", "bad"}) || !slices.Equal(delivered, []string{"2"}) {
+				t.Fatalf("one chunk: err %v, claimed %q, delivered %q", err, claimed, delivered)
+			}
+			if got := string(p.Rest()); got != "data: 5\n\n" {
+				t.Errorf("rest %q", got)
+			}
+		case 1, 7:
+			if err != nil || len(claimed) != 0 || !slices.Equal(delivered, []string{"c1", "2", "c3", "bad", "5"}) {
+				t.Fatalf("chunk %d: err %v, claimed %q, delivered %q", n, err, claimed, delivered)
+			}
+		}
+	}
+	var p Parser
+	p.Claim = func([]byte, int) (int, error) { t.Fatal("offered an event of a chunk with a '\\r'"); return -1, nil }
+	var got []string
+	if err := p.Feed([]byte("data: c1\r\n\r\ndata: c2\n\n"), func(e *Event) error { got = append(got, string(e.Data)); return nil }); err != nil || !slices.Equal(got, []string{"c1", "c2"}) {
+		t.Fatalf("with a CR: %v, %q", err, got)
+	}
+}

@@ -71,12 +71,12 @@ type responsesCalls struct {
 	missID, missIndex []byte
 	// A delta laid out the OpenAI way holds its call's keys between its
 	// sequence number and its value, the same bytes in every delta of a
-	// call: runKey is them as the delta find answered last held them, and
-	// runCall that answer (nil: none of the rule's calls), good while
+	// call: runBytes is them as the delta find answered last held them,
+	// and runCall that answer (nil: none of the rule's calls), good while
 	// runKnown, until a call opens or closes. A delta of the same run is
 	// then placed with one comparison.
 	runKnown bool
-	runKey   []byte
+	runBytes []byte
 	runCall  *trackedCall
 	itembuf  []byte // the last finished item's event
 	escFor   *trackedCall
@@ -489,14 +489,12 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 		return s.itemAdded(ev, d, emit)
 	case argsDeltaKind:
 		r := &s.refsBuf
-		if s.runKnown && fast && seq.Start >= 0 && len(d)-seq.End > len(s.runKey) &&
-			string(d[seq.End:seq.End+len(s.runKey)]) == string(s.runKey) {
+		if s.runKnown && fast && seq.Start >= 0 && len(d)-seq.End > len(s.runBytes) &&
+			string(d[seq.End:seq.End+len(s.runBytes)]) == string(s.runBytes) {
 			if s.runCall == nil {
 				return emit(ev)
 			}
-			r.itemID, r.outputIndex, r.seq = nil, nil, d[seq.Start:seq.End]
-			r.value = jsonspan.Span{Start: seq.End + len(s.runKey) - 1, End: -1}
-			return s.argsDelta(s.runCall, d, r, emit)
+			return s.runDelta(d, seq, emit)
 		}
 		// The head was read once already; the fast path goes on from it.
 		laidOut := openAIArgsAfter(d, seq, fast, valueDelta, r)
@@ -506,7 +504,7 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 		c, closed := s.find(r.itemID, r.outputIndex)
 		if laidOut && !closed {
 			s.runKnown, s.runCall = true, c
-			s.runKey = append(s.runKey[:0], d[seq.End:r.value.Start+1]...)
+			s.runBytes = append(s.runBytes[:0], d[seq.End:r.value.Start+1]...)
 		}
 		switch {
 		case c != nil:
@@ -547,6 +545,22 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 		return emit(ev)
 	}
 	return emit(ev)
+}
+
+// runKey implements runTaker: a run of deltas to a call of the rule's.
+func (s *responsesCalls) runKey() []byte {
+	if !s.runKnown || s.runCall == nil {
+		return nil
+	}
+	return s.runBytes
+}
+
+// runDelta implements runTaker.
+func (s *responsesCalls) runDelta(d []byte, seq jsonspan.Span, emit Emit) error {
+	r := &s.refsBuf
+	r.itemID, r.outputIndex, r.seq = nil, nil, d[seq.Start:seq.End]
+	r.value = jsonspan.Span{Start: seq.End + len(s.runBytes) - 1, End: -1}
+	return s.argsDelta(s.runCall, d, r, emit)
 }
 
 // abandon drops partial calls: an interrupted call must not be completed

@@ -15,12 +15,16 @@ func streamCase(t *testing.T, rules, request, upstream string) string {
 	return replayAll(t, func() *Exchange { return exchangeAfter(t, rules, request) }, upstream)
 }
 
-// replayAll runs upstream through a fresh exchange per chunk size.
+// replayAll runs upstream through a fresh exchange per chunk size, and
+// once more with the claims of delta runs off, which must change nothing.
 func replayAll(t *testing.T, fresh func() *Exchange, upstream string) string {
 	t.Helper()
 	var first string
 	for i, n := range chunkSizes {
 		got := replay(t, fresh(), upstream, n)
+		if general := replayClaims(t, fresh(), upstream, n, false); general != got {
+			t.Fatalf("chunk size %d: claimed deltas changed the output:\n%s\n--- without claims:\n%s", n, got, general)
+		}
 		if i == 0 {
 			first = got
 		} else if got != first {

@@ -56,6 +56,11 @@ func FuzzSSE(f *testing.F) {
 			} else if got != first {
 				t.Fatalf("chunk size %d changed the output", n)
 			}
+			if !chat {
+				if general := replayClaims(t, exchangeAfter(t, wildcard, patchRequest), stream, n, false); general != got {
+					t.Fatalf("chunk size %d: claimed deltas changed the output", n)
+				}
+			}
 		}
 	})
 }

@@ -55,6 +55,24 @@ type Stream struct {
 	// than edit the one they get; what they write while handling it
 	// carries its id and retry.
 	cur *Event
+
+	// runs is the first stage when it takes runs of argument deltas
+	// (claim), nil otherwise.
+	runs runTaker
+}
+
+// runTaker is implemented by stream stages that place the argument deltas
+// of a call they restore by bytes the call's deltas share: a delta of the
+// current run can then be given to them straight from the upstream's
+// bytes (Stream.claim), without the engine's general reading of an event.
+type runTaker interface {
+	// runKey returns the bytes every delta of the current run holds
+	// between its sequence number and its value's opening quote, that
+	// quote included, or nil when the stage is in no run.
+	runKey() []byte
+	// runDelta handles a delta of the current run, whose data is d and
+	// whose sequence number is at seq.
+	runDelta(d []byte, seq jsonspan.Span, emit Emit) error
 }
 
 // NewStream prepares the stream rules bound to x. It returns nil when no
@@ -83,6 +101,12 @@ func (x *Exchange) NewStream() *Stream {
 		return nil
 	}
 	s.parser.MaxEvent = x.Limits.MaxEvent
+	if len(s.stages) > 0 && !s.bridged && s.upResponses {
+		if rt, ok := s.stages[0].(*trackedStream).inner.(runTaker); ok {
+			s.runs = rt
+			s.parser.Claim = s.claim
+		}
+	}
 	if p, ok := outPool.Get().(*[]byte); ok {
 		s.out = (*p)[:0]
 	}
@@ -217,6 +241,62 @@ func (s *Stream) handle(ev *Event) error {
 	s.cur = nil
 	s.x.head = eventHead{}
 	return err
+}
+
+// The heads of an argument delta laid out the simple way (see streambuf's
+// Parser), with and without an event line, up to its sequence number.
+const (
+	deltaData      = `{"type":"response.function_call_arguments.delta","sequence_number":`
+	deltaHeadNamed = "event: response.function_call_arguments.delta\ndata: " + deltaData
+	deltaHeadData  = "data: " + deltaData
+)
+
+// claim is the parser's Claim. A converted call's deltas are most of a
+// long call's events, and each is of the same few bytes around the text it
+// carries: a head, a number, and the keys of the run the first stage is
+// in. A delta made of exactly those, on two lines, goes from the upstream's
+// bytes to the stage, past the parser's reading, the head, the stages'
+// filters and the stage's dispatch, each done for it already by the
+// delta that started the run. Anything else is left to the parser.
+func (s *Stream) claim(b []byte, i int) (int, error) {
+	t := s.stages[0].(*trackedStream)
+	if !t.detected || !s.seqKnown {
+		return -1, nil
+	}
+	key := s.runs.runKey()
+	if key == nil {
+		return -1, nil
+	}
+	ev := b[i:]
+	h := len(deltaHeadData)
+	switch {
+	case len(ev) > len(deltaHeadNamed) && string(ev[:len(deltaHeadNamed)]) == deltaHeadNamed:
+		h = len(deltaHeadNamed)
+	case len(ev) > len(deltaHeadData) && string(ev[:len(deltaHeadData)]) == deltaHeadData:
+	default:
+		return -1, nil
+	}
+	j := h
+	for j < len(ev) && ev[j]-'0' < 10 {
+		j++
+	}
+	if j == h || len(ev)-j < len(key) || string(ev[j:j+len(key)]) != string(key) {
+		return -1, nil
+	}
+	// The data line ends at the first line break; the blank line must
+	// follow it.
+	n := bytes.IndexByte(ev[j+len(key):], '\n')
+	if n < 0 {
+		return -1, nil
+	}
+	n += j + len(key)
+	if n+1 == len(ev) || ev[n+1] != '\n' || s.parser.MaxEvent > 0 && n+2 > s.parser.MaxEvent {
+		return -1, nil
+	}
+	data := h - len(deltaData)
+	s.dataOnly = h == len(deltaHeadData)
+	err := t.failed(s.runs.runDelta(ev[data:n:n], jsonspan.Span{Start: h - data, End: j - data}, s.emits[0]))
+	return i + n + 2, err
 }
 
 // passThrough writes an upstream event that no stage handles as it came,

@@ -67,9 +67,19 @@ func jsonEqual(t testing.TB, got []byte, want string) {
 // bytes and returns everything the client would receive.
 func replay(t testing.TB, x *Exchange, body string, n int) string {
 	t.Helper()
+	return replayClaims(t, x, body, n, true)
+}
+
+// replayClaims is replay, with or without the parser offering events to
+// Stream.claim: with the claims off, every event takes the general way.
+func replayClaims(t testing.TB, x *Exchange, body string, n int, claims bool) string {
+	t.Helper()
 	s := x.NewStream()
 	if s == nil {
 		return body
+	}
+	if !claims {
+		s.parser.Claim = nil
 	}
 	var out bytes.Buffer
 	b := []byte(body)
