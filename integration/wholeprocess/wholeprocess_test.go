@@ -85,6 +85,14 @@ type proc struct {
 // cpu is the process's user+system CPU time so far, all threads, from
 // /proc/<pid>/stat, in clock ticks (1/100 s on Linux).
 func (p *proc) cpu(tb testing.TB) int64 {
+	ut, st := p.cpuSplit(tb)
+	return ut + st
+}
+
+// cpuSplit returns the process's CPU time so far in clock ticks, in user
+// mode and in the kernel: the kernel's share is the system calls and the
+// sleeping and waking of threads, user mode the proxy's own work.
+func (p *proc) cpuSplit(tb testing.TB) (user, sys int64) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
 	if err != nil {
 		tb.Fatal(err)
@@ -97,7 +105,7 @@ func (p *proc) cpu(tb testing.TB) int64 {
 	if err1 != nil || err2 != nil {
 		tb.Fatalf("unreadable /proc stat: %q", raw)
 	}
-	return ut + st
+	return ut, st
 }
 
 const ticksPerSecond = 100 // USER_HZ, fixed at 100 on Linux for /proc
@@ -493,6 +501,8 @@ func measure(b *testing.B, pa, pb *proc, one func(p *proc)) (ticksA, ticksB int6
 	}
 	b.StartTimer()
 	a0, b0 := pa.cpu(b), pb.cpu(b)
+	ua0, _ := pa.cpuSplit(b)
+	ub0, _ := pb.cpuSplit(b)
 	ioA, ioB := pa.syscalls(), pb.syscalls()
 	for i := 0; i < b.N; i++ {
 		if i%2 == 0 {
@@ -504,6 +514,10 @@ func measure(b *testing.B, pa, pb *proc, one func(p *proc)) (ticksA, ticksB int6
 		}
 	}
 	ticksA, ticksB = pa.cpu(b)-a0, pb.cpu(b)-b0
+	ua, _ := pa.cpuSplit(b)
+	ub, _ := pb.cpuSplit(b)
+	b.ReportMetric(float64(ua-ua0)*1e3/ticksPerSecond/float64(b.N), "A_user_ms/op")
+	b.ReportMetric(float64(ub-ub0)*1e3/ticksPerSecond/float64(b.N), "B_user_ms/op")
 	// Reads and writes per request: a proxy that reads several events at
 	// once makes fewer syscalls per event, and how many it gets per read
 	// depends on how fast it is against the upstream, which is what makes
