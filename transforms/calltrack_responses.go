@@ -547,12 +547,12 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 	return emit(ev)
 }
 
-// runKey implements runTaker: a run of deltas to a call of the rule's.
-func (s *responsesCalls) runKey() []byte {
-	if !s.runKnown || s.runCall == nil {
-		return nil
+// runKey implements runTaker.
+func (s *responsesCalls) runKey() ([]byte, bool) {
+	if !s.runKnown {
+		return nil, false
 	}
-	return s.runBytes
+	return s.runBytes, s.runCall != nil
 }
 
 // runDelta implements runTaker.

@@ -379,3 +379,56 @@ func gjsonSeq(ev string) string {
 	end := strings.IndexAny(rest, ",}")
 	return rest[:end]
 }
+
+// Text deltas that follow a converted call need new numbers, and a native
+// call's deltas pass on renumbered too: claimed from their bytes
+// (Stream.claim), they come out as the general way writes them, framed
+// with event lines or without, and numbered without a gap.
+func TestClaimedRunsRenumbered(t *testing.T) {
+	req := `{"tools":[{"type":"custom","name":"apply_patch"},{"type":"function","name":"native","parameters":{}}]}`
+	patch := `{"input":"*** Begin Patch\n*** Add File: a.txt\n+\"naïve\" C:\\x\n*** End Patch"}`
+	var up []string
+	up = append(up, `{"type":"response.created","sequence_number":0,"response":{"id":"r","output":[]}}`)
+	up = append(up, fnCallStream(1, 0, "fc_p", "p", "apply_patch", patch, 3, true)...)
+	text := func(d string) string {
+		return `{"type":"response.output_text.delta","sequence_number":` + itoa(len(up)) + `,"item_id":"msg_1","output_index":1,"content_index":0,"delta":` + jstr(d) + `,"logprobs":[]}`
+	}
+	up = append(up, `{"type":"response.output_item.added","sequence_number":`+itoa(len(up))+`,"output_index":1,"item":{"id":"msg_1","type":"message","status":"in_progress","role":"assistant","content":[]}}`)
+	for _, d := range []string{"one ", "two ", "three", " \"four\""} {
+		up = append(up, text(d))
+	}
+	up = append(up, fnCallStream(len(up), 2, "fc_n", "n", "native", `{"q":"a \"b\" c"}`, 2, true)...)
+	up = append(up, `{"type":"response.completed","sequence_number":`+itoa(len(up))+`,"response":{"id":"r","output":[]}}`)
+	for _, framing := range []string{"named", "data only"} {
+		stream := sse(up...)
+		if framing == "data only" {
+			var b strings.Builder
+			for _, e := range up {
+				b.WriteString("data: " + e + "\n\n")
+			}
+			stream = b.String()
+		}
+		got := streamCase(t, wildcard, req, stream)
+		evs := events(t, got)
+		for i, e := range evs {
+			if n := e["sequence_number"].(float64); int(n) != i {
+				t.Fatalf("%s: event %d numbered %v", framing, i, n)
+			}
+		}
+		var texts, native string
+		for _, e := range evs {
+			switch e["type"] {
+			case "response.output_text.delta":
+				texts += e["delta"].(string)
+			case "response.function_call_arguments.delta":
+				native += e["delta"].(string)
+			}
+		}
+		if texts != `one two three "four"` || native != `{"q":"a \"b\" c"}` {
+			t.Fatalf("%s: text %q, native deltas %q", framing, texts, native)
+		}
+		if named := strings.Contains(got, "event: "); named != (framing == "named") {
+			t.Fatalf("%s: event lines %v in\n%s", framing, named, got)
+		}
+	}
+}

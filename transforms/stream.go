@@ -59,6 +59,11 @@ type Stream struct {
 	// runs is the first stage when it takes runs of argument deltas
 	// (claim), nil otherwise.
 	runs runTaker
+	// passHead is the head, up to its sequence number, of the last
+	// upstream event that no stage handles, as it was written: the events
+	// after it with the same head, most often a long answer's text deltas,
+	// are written from their bytes (claim).
+	passHead []byte
 }
 
 // runTaker is implemented by stream stages that place the argument deltas
@@ -68,8 +73,10 @@ type Stream struct {
 type runTaker interface {
 	// runKey returns the bytes every delta of the current run holds
 	// between its sequence number and its value's opening quote, that
-	// quote included, or nil when the stage is in no run.
-	runKey() []byte
+	// quote included, or nil when the stage is in no run. take reports
+	// whether the run's deltas are for the stage (runDelta); the others'
+	// the stage passes on as they came.
+	runKey() (key []byte, take bool)
 	// runDelta handles a delta of the current run, whose data is d and
 	// whose sequence number is at seq.
 	runDelta(d []byte, seq jsonspan.Span, emit Emit) error
@@ -101,10 +108,10 @@ func (x *Exchange) NewStream() *Stream {
 		return nil
 	}
 	s.parser.MaxEvent = x.Limits.MaxEvent
-	if len(s.stages) > 0 && !s.bridged && s.upResponses {
-		if rt, ok := s.stages[0].(*trackedStream).inner.(runTaker); ok {
-			s.runs = rt
-			s.parser.Claim = s.claim
+	if !s.bridged && s.upResponses {
+		s.parser.Claim = s.claim
+		if len(s.stages) > 0 {
+			s.runs, _ = s.stages[0].(*trackedStream).inner.(runTaker)
 		}
 	}
 	if p, ok := outPool.Get().(*[]byte); ok {
@@ -215,8 +222,14 @@ func (s *Stream) handle(ev *Event) error {
 			for first < len(s.stages) && s.stages[first].(*trackedStream).skips(typ) {
 				first++
 			}
-			if first == len(s.stages) && s.passThrough(ev, h.typ, h.seq) {
-				return nil
+			if first == len(s.stages) {
+				if s.passThrough(ev, h.typ, h.seq) {
+					s.notePass(ev, h.seq)
+					return nil
+				}
+				if !s.echo || !isLifecycle(ev.Data, h.typ) {
+					s.notePass(ev, h.seq) // write renumbers it
+				}
 			}
 		}
 		h.data = ev.Data
@@ -251,23 +264,36 @@ const (
 	deltaHeadData  = "data: " + deltaData
 )
 
-// claim is the parser's Claim. A converted call's deltas are most of a
-// long call's events, and each is of the same few bytes around the text it
-// carries: a head, a number, and the keys of the run the first stage is
-// in. A delta made of exactly those, on two lines, goes from the upstream's
-// bytes to the stage, past the parser's reading, the head, the stages'
-// filters and the stage's dispatch, each done for it already by the
-// delta that started the run. Anything else is left to the parser.
+// claim is the parser's Claim. Most events of a long stream come in runs
+// of the same few bytes around what they carry: an answer's text deltas,
+// which no stage handles, and a call's argument deltas, each a head, a
+// number and the call's keys. An event of the run in progress, laid out
+// exactly as the event that started it, goes from the upstream's bytes to
+// where the general way would take it: to the client, renumbered if need
+// be, or to the first stage. The parser's reading, the head, the stages'
+// filters and the stage's dispatch were done for it already by the event
+// that started the run. Anything else is left to the parser.
 func (s *Stream) claim(b []byte, i int) (int, error) {
-	t := s.stages[0].(*trackedStream)
-	if !t.detected || !s.seqKnown {
-		return -1, nil
-	}
-	key := s.runs.runKey()
-	if key == nil {
+	if !s.seqKnown {
 		return -1, nil
 	}
 	ev := b[i:]
+	if h := len(s.passHead); h > 0 && len(ev) > h && string(ev[:h]) == string(s.passHead) {
+		return s.claimPass(ev, i, h), nil
+	}
+	if s.runs == nil {
+		return -1, nil
+	}
+	t := s.stages[0].(*trackedStream)
+	if !t.detected {
+		return -1, nil
+	}
+	key, take := s.runs.runKey()
+	if key == nil || !take && len(s.stages) > 1 {
+		// Passed on, a delta would meet the later stages: theirs is the
+		// general way.
+		return -1, nil
+	}
 	h := len(deltaHeadData)
 	switch {
 	case len(ev) > len(deltaHeadNamed) && string(ev[:len(deltaHeadNamed)]) == deltaHeadNamed:
@@ -283,20 +309,96 @@ func (s *Stream) claim(b []byte, i int) (int, error) {
 	if j == h || len(ev)-j < len(key) || string(ev[j:j+len(key)]) != string(key) {
 		return -1, nil
 	}
-	// The data line ends at the first line break; the blank line must
-	// follow it.
-	n := bytes.IndexByte(ev[j+len(key):], '\n')
+	n := s.dataLineEnd(ev, j+len(key))
 	if n < 0 {
 		return -1, nil
 	}
-	n += j + len(key)
-	if n+1 == len(ev) || ev[n+1] != '\n' || s.parser.MaxEvent > 0 && n+2 > s.parser.MaxEvent {
-		return -1, nil
+	if !take {
+		return s.writeRenumbered(ev, i, h, j, n), nil
 	}
 	data := h - len(deltaData)
 	s.dataOnly = h == len(deltaHeadData)
 	err := t.failed(s.runs.runDelta(ev[data:n:n], jsonspan.Span{Start: h - data, End: j - data}, s.emits[0]))
 	return i + n + 2, err
+}
+
+// claimPass takes the event at ev, whose first h bytes are passHead, when
+// the rest of it is a sequence number and a data line: the general way
+// would write it as it came, renumbered if need be (passThrough, write).
+func (s *Stream) claimPass(ev []byte, i, h int) int {
+	j := h
+	for j < len(ev) && ev[j]-'0' < 10 {
+		j++
+	}
+	if j == h || j == len(ev) || ev[j] != ',' && ev[j] != '}' {
+		return -1
+	}
+	n := s.dataLineEnd(ev, j)
+	if n < 0 {
+		return -1
+	}
+	return s.writeRenumbered(ev, i, h, j, n)
+}
+
+// dataLineEnd returns the end of the data line of the event at ev, looked
+// for from j, when the blank line follows it and the event is within the
+// parser's limit; else -1.
+func (s *Stream) dataLineEnd(ev []byte, j int) int {
+	n := bytes.IndexByte(ev[j:], '\n')
+	if n < 0 {
+		return -1
+	}
+	n += j
+	if n+1 == len(ev) || ev[n+1] != '\n' || s.parser.MaxEvent > 0 && n+2 > s.parser.MaxEvent {
+		return -1
+	}
+	return n
+}
+
+// writeRenumbered writes the event at ev, whose data line ends at n and
+// whose sequence number is ev[h:j], as write would: as it came when the
+// number is the next one, else with the next one. It returns the end of
+// the event in the parser's bytes, which start i before ev, or -1 when the
+// number is no number write would read.
+func (s *Stream) writeRenumbered(ev []byte, i, h, j, n int) int {
+	seq, ok := parseSeq(ev[h:j])
+	if !ok {
+		return -1
+	}
+	if seq == s.seq {
+		s.out = append(s.out, ev[:n+2]...)
+	} else {
+		s.out = append(s.out, ev[:h]...)
+		s.out = strconv.AppendInt(s.out, s.seq, 10)
+		s.out = append(s.out, ev[j:n+2]...)
+	}
+	s.seq++
+	return i + n + 2
+}
+
+// notePass makes the head of ev, an upstream event that no stage handles,
+// the one claim passes events on by, when the event is laid out the simple
+// way: an optional "event: " line, one "data: " line and the blank line,
+// no id or retry. Written from its bytes, such an event comes out as write
+// would build it from its name and data.
+func (s *Stream) notePass(ev *Event, seq jsonspan.Span) {
+	if s.parser.Claim == nil || !s.seqKnown || seq.Start < 0 || ev.ID != nil || ev.Retry != nil || ev.Data == nil {
+		return
+	}
+	raw := ev.Raw
+	off := len("data: ")
+	if ev.Name != nil {
+		off += len("event: ") + len(ev.Name) + 1
+		if len(raw) < off || string(raw[:len("event: ")]) != "event: " ||
+			string(raw[len("event: "):len("event: ")+len(ev.Name)]) != string(ev.Name) || raw[off-len("data: ")-1] != '\n' {
+			return
+		}
+	}
+	if len(raw) != off+len(ev.Data)+2 || string(raw[off-len("data: "):off]) != "data: " ||
+		!jsonspan.SameSlice(raw[off:off+len(ev.Data)], ev.Data) || string(raw[len(raw)-2:]) != "\n\n" {
+		return
+	}
+	s.passHead = append(s.passHead[:0], raw[:off+seq.Start]...)
 }
 
 // passThrough writes an upstream event that no stage handles as it came,
@@ -352,7 +454,10 @@ type typeFilter interface {
 	// Handles reports whether the stage may do anything with an event
 	// whose "type" is typ, a JSON string literal as the event wrote it.
 	// When it reports true the engine passes that event to the stage's
-	// Event next, so the stage may keep what it worked out about typ.
+	// Event next, so the stage may keep what it worked out about typ. The
+	// answer for a type must not change during a stream: the engine
+	// passes later events of a type no stage handles on without asking
+	// again (Stream.claim).
 	Handles(typ []byte) bool
 }
 
