@@ -38,7 +38,14 @@
 //     Chat). Events no stage touches keep their bytes (an event no stage
 //     handles, already numbered as the client expects, is written straight
 //     from its head, the common text delta); an abort becomes an
-//     error event in the client's shape. The upstream's error statuses
+//     error event in the client's shape. Runs of like events skip the
+//     general way: the parser offers each event to the Stream first
+//     (streambuf.Parser.Claim), which takes one laid out exactly as the
+//     event that started its run (a text delta after a text delta no
+//     stage handled, an argument delta of the call the first stage's
+//     last delta went to) and writes it, renumbered if need be, or hands
+//     its data to that stage (runTaker), with the reading, the head and
+//     the dispatch done once for the run. The upstream's error statuses
 //     pass through untouched, except that a rule implementing
 //     ErrorRewriter (a bridge) may put a JSON error body in its client's
 //     terms, keeping the status;
