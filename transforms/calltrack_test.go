@@ -432,3 +432,48 @@ func TestClaimedRunsRenumbered(t *testing.T) {
 		}
 	}
 }
+
+// Patches one after another in a stream reuse the arena chunks of the
+// ones before (arenaPool), while the normaliser holds the lines of a hunk
+// under review across chunks: each comes out whole.
+func TestPatchesReuseArenaChunks(t *testing.T) {
+	req := `{"tools":[{"type":"custom","name":"apply_patch"}]}`
+	var up []string
+	var want []string
+	for i := range 4 {
+		var p strings.Builder
+		p.WriteString("*** Begin Patch\n*** Update File: f" + itoa(i) + ".go\n@@ func f() {\n")
+		// Lines removed and added back unchanged: the hunk may be a
+		// no-op, and the normaliser holds them, over several chunks.
+		for k := range 300 {
+			p.WriteString("-same \"" + itoa(k) + "\" ✓\n+same \"" + itoa(k) + "\" ✓\n")
+		}
+		for k := range 150 {
+			p.WriteString(" keep \"" + itoa(k) + "\" C:\\x ✓\n-old " + itoa(i) + "\n+new " + itoa(i) + "\n")
+		}
+		p.WriteString("*** End Patch\n")
+		args, _ := json.Marshal(map[string]string{"input": p.String()})
+		want = append(want, p.String())
+		id := "c" + itoa(i)
+		up = append(up, fnCallStream(len(up), i, "fc_"+id, id, "apply_patch", string(args), 7, true)...)
+	}
+	evs := events(t, streamCase(t, wildcard, req, sse(up...)))
+	var got []string
+	for _, e := range evs {
+		if e["type"] == "response.output_item.done" {
+			got = append(got, e["item"].(map[string]any)["input"].(string))
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d inputs", len(got))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			k := 0
+			for k < len(got[i]) && k < len(want[i]) && got[i][k] == want[i][k] {
+				k++
+			}
+			t.Fatalf("input %d differs at %d: got %q, want %q", i, k, got[i][k:min(k+80, len(got[i]))], want[i][k:min(k+80, len(want[i]))])
+		}
+	}
+}
