@@ -477,3 +477,27 @@ func TestPatchesReuseArenaChunks(t *testing.T) {
 		}
 	}
 }
+
+// An upstream that frames some events with event lines and some without:
+// the framing of the last event, claimed or not, is the one the events the
+// engine builds next follow (here the error event of an oversized event),
+// as they would without the claims.
+func TestClaimsFollowTheUpstreamsFraming(t *testing.T) {
+	req := `{"tools":[{"type":"custom","name":"shell"}]}`
+	text := func(seq int) string {
+		return `{"type":"response.output_text.delta","sequence_number":` + itoa(seq) + `,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"x"}`
+	}
+	stream := "data: " + `{"type":"response.created","sequence_number":0,"response":{"id":"r","output":[]}}` + "\n\n" +
+		sse(text(1)) +
+		"data: " + `{"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":{"id":"msg_1","type":"message","status":"in_progress","role":"assistant","content":[]}}` + "\n\n" +
+		sse(text(3)) + // claimed: named, like the text delta before it
+		sse(`{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"`+strings.Repeat("y", 600)+`"}`)
+	got := replayAll(t, func() *Exchange {
+		x := exchangeAfter(t, wildcard, req)
+		x.Limits.MaxEvent = 400
+		return x
+	}, stream)
+	if !strings.Contains(got, "event: error\n") {
+		t.Fatalf("the error event lost the event line the upstream's last event had:\n%s", got)
+	}
+}

@@ -313,11 +313,13 @@ func (s *Stream) claim(b []byte, i int) (int, error) {
 	if n < 0 {
 		return -1, nil
 	}
+	// As handle does: what the engine builds next follows the framing
+	// of the upstream's last event.
+	s.dataOnly = h == len(deltaHeadData)
 	if !take {
 		return s.writeRenumbered(ev, i, h, j, n), nil
 	}
 	data := h - len(deltaData)
-	s.dataOnly = h == len(deltaHeadData)
 	err := t.failed(s.runs.runDelta(ev[data:n:n], jsonspan.Span{Start: h - data, End: j - data}, s.emits[0]))
 	return i + n + 2, err
 }
@@ -337,6 +339,7 @@ func (s *Stream) claimPass(ev []byte, i, h int) int {
 	if n < 0 {
 		return -1
 	}
+	s.dataOnly = ev[0] == 'd' // "data: ", not "event: " (notePass)
 	return s.writeRenumbered(ev, i, h, j, n)
 }
 
