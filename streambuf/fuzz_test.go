@@ -40,6 +40,7 @@ func FuzzParser(f *testing.F) {
 	f.Add([]byte("id: 1\nretry: 300\nevent: a\ndata: b\n\nid:\ndata: c\n\n"), []byte{3})
 	f.Add([]byte("event: a\ndata: 1\n\nevent: b\ndata: 2\n\ndata: 3\n\nevent: c\ndata: 4\ndata: 5\n\nevent: d\n\nevent: \ndata: \n\ndata: x\r\n\n"), []byte{0x85, 0x82, 7, 20})
 	f.Add([]byte("event: a\ndata: 1\n\nevent: b\ndata: 2\n\nevent: c\ndata: 3"), []byte{0x81, 0x81, 2})
+	f.Add([]byte("data: c1\n\ndata: 2\n\ndata: c3\n\ndata: c\ndata: 4\n\ndata: c5\n\n"), []byte{0x8f, 3, 0x8f})
 	f.Fuzz(func(t *testing.T, in, sizes []byte) {
 		checkParserAgainstRef(t, in, sizes)
 		// The id and retry of each event, which a rewrite must keep.
@@ -75,6 +76,30 @@ func FuzzParser(f *testing.F) {
 		}
 		if got := string(wholeOut) + wholeRest; got != string(in) {
 			t.Fatalf("passthrough %q, want %q", got, in)
+		}
+		// A Claim that takes the events of one simple shape, finding their
+		// end as the parser does, changes neither the events nor the bytes:
+		// those it takes are what the parser would have delivered.
+		var claimed []rec
+		var claimedOut []byte
+		pc := Parser{Claim: func(b []byte, i int) (int, error) {
+			e := b[i:]
+			n := bytes.IndexByte(e, '\n')
+			if !bytes.HasPrefix(e, []byte("data: c")) || n < 0 || n+1 == len(e) || e[n+1] != '\n' {
+				return -1, nil
+			}
+			claimed = append(claimed, rec{raw: string(e[:n+2]), nameNil: true, data: string(e[6:n])})
+			claimedOut = append(claimedOut, e[:n+2]...)
+			return i + n + 2, nil
+		}}
+		sp = splitter{sizes: sizes}
+		sp.split(in, func(c []byte) {
+			if err := pc.Feed(c, collect(&claimed, &claimedOut)); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if !slices.Equal(claimed, chunked) || string(claimedOut) != string(chunkedOut) || string(pc.Rest()) != chunkedRest {
+			t.Fatalf("with claims:\n%v %q\nwithout:\n%v %q", claimed, pc.Rest(), chunked, chunkedRest)
 		}
 		// Modified events serialise to text that parses back to the same
 		// name and data.
