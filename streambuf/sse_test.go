@@ -55,14 +55,11 @@ func (r rec) norm() rec {
 // feedChunks feeds in in chunks of size n and returns the events, the
 // wire output re-serialised with AppendTo, Rest and the first error.
 func feedChunks(p *Parser, in []byte, n int) (evs []rec, out []byte, rest string, err error) {
-	for i := 0; i < len(in) && err == nil; i += n {
-		chunk := in[i:min(i+n, len(in))]
-		err = p.Feed(chunk, func(e *Event) error {
-			evs = append(evs, toRec(e))
-			out = e.AppendTo(out)
-			return nil
-		})
-	}
+	_, err = feedUntil(p, in, n, func(e *Event) error {
+		evs = append(evs, toRec(e))
+		out = e.AppendTo(out)
+		return nil
+	})
 	return evs, out, string(p.Rest()), err
 }
 
@@ -143,16 +140,10 @@ func TestParserMaxEvent(t *testing.T) {
 	for _, n := range chunkSizes {
 		p := Parser{MaxEvent: 50}
 		var evs []rec
-		var err error
-		fed := 0
-		for fed < len(in) && err == nil {
-			chunk := in[fed:min(fed+n, len(in))]
-			fed += len(chunk)
-			err = p.Feed(chunk, func(e *Event) error {
-				evs = append(evs, toRec(e))
-				return nil
-			})
-		}
+		fed, err := feedUntil(&p, in, n, func(e *Event) error {
+			evs = append(evs, toRec(e))
+			return nil
+		})
 		if !errors.Is(err, ErrEventTooLarge) {
 			t.Fatalf("chunk %d: err %v", n, err)
 		}
@@ -179,19 +170,13 @@ func TestParserCallbackError(t *testing.T) {
 	for _, n := range chunkSizes {
 		var p Parser
 		var got []string
-		var err error
-		fed := 0
-		for fed < len(in) && err == nil {
-			chunk := in[fed:min(fed+n, len(in))]
-			fed += len(chunk)
-			err = p.Feed(chunk, func(e *Event) error {
-				got = append(got, string(e.Data))
-				if string(e.Data) == "2" {
-					return stop
-				}
-				return nil
-			})
-		}
+		fed, err := feedUntil(&p, in, n, func(e *Event) error {
+			got = append(got, string(e.Data))
+			if string(e.Data) == "2" {
+				return stop
+			}
+			return nil
+		})
 		if err != stop {
 			t.Fatalf("chunk %d: err %v", n, err)
 		}
@@ -397,16 +382,10 @@ func TestParserClaim(t *testing.T) {
 			}
 			return i + e + 2, nil
 		}
-		var err error
-		fed := 0
-		for fed < len(in) && err == nil {
-			chunk := in[fed:min(fed+n, len(in))]
-			fed += len(chunk)
-			err = p.Feed(chunk, func(e *Event) error {
-				delivered = append(delivered, string(e.Data))
-				return nil
-			})
-		}
+		_, err := feedUntil(&p, in, n, func(e *Event) error {
+			delivered = append(delivered, string(e.Data))
+			return nil
+		})
 		// Whole in one Feed, the claimable events are claimed; cut in
 		// small chunks, each event is completed from held bytes and
 		// delivered instead.
@@ -430,4 +409,15 @@ func TestParserClaim(t *testing.T) {
 	if err := p.Feed([]byte("data: c1\r\n\r\ndata: c2\n\n"), func(e *Event) error { got = append(got, string(e.Data)); return nil }); err != nil || !slices.Equal(got, []string{"c1", "c2"}) {
 		t.Fatalf("with a CR: %v, %q", err, got)
 	}
+}
+
+// feedUntil feeds in to p in chunks of n bytes until Feed fails, and
+// returns how many bytes it fed and Feed's error.
+func feedUntil(p *Parser, in []byte, n int, fn func(*Event) error) (fed int, err error) {
+	for fed < len(in) && err == nil {
+		chunk := in[fed:min(fed+n, len(in))]
+		fed += len(chunk)
+		err = p.Feed(chunk, fn)
+	}
+	return fed, err
 }
