@@ -794,10 +794,7 @@ func openAIArgsAfter(d []byte, seq jsonspan.Span, ok bool, valueAt string, r *ev
 		return false
 	}
 	i += len(`,"output_index":`)
-	j := i
-	for j < len(d) && d[j]-'0' < 10 {
-		j++
-	}
+	j := digitsEnd(d, i)
 	if j == i {
 		return false
 	}

@@ -56,9 +56,10 @@ type Stream struct {
 	// carries its id and retry.
 	cur *Event
 
-	// runs is the first stage when it takes runs of argument deltas
-	// (claim), nil otherwise.
-	runs runTaker
+	// runs is the first stage's rule when it takes runs of argument
+	// deltas (claim), nil otherwise; runStage is that stage.
+	runs     runTaker
+	runStage *trackedStream
 	// passHead is the head, up to its sequence number, of the last
 	// upstream event that no stage handles, as it was written: the events
 	// after it with the same head, most often a long answer's text deltas,
@@ -111,7 +112,8 @@ func (x *Exchange) NewStream() *Stream {
 	if !s.bridged && s.upResponses {
 		s.parser.Claim = s.claim
 		if len(s.stages) > 0 {
-			s.runs, _ = s.stages[0].(*trackedStream).inner.(runTaker)
+			s.runStage = s.stages[0].(*trackedStream)
+			s.runs, _ = s.runStage.inner.(runTaker)
 		}
 	}
 	if p, ok := outPool.Get().(*[]byte); ok {
@@ -284,7 +286,7 @@ func (s *Stream) claim(b []byte, i int) (int, error) {
 	if s.runs == nil {
 		return -1, nil
 	}
-	t := s.stages[0].(*trackedStream)
+	t := s.runStage
 	if !t.detected {
 		return -1, nil
 	}
@@ -302,10 +304,7 @@ func (s *Stream) claim(b []byte, i int) (int, error) {
 	default:
 		return -1, nil
 	}
-	j := h
-	for j < len(ev) && ev[j]-'0' < 10 {
-		j++
-	}
+	j := digitsEnd(ev, h)
 	if j == h || len(ev)-j < len(key) || string(ev[j:j+len(key)]) != string(key) {
 		return -1, nil
 	}
@@ -328,10 +327,7 @@ func (s *Stream) claim(b []byte, i int) (int, error) {
 // the rest of it is a sequence number and a data line: the general way
 // would write it as it came, renumbered if need be (passThrough, write).
 func (s *Stream) claimPass(ev []byte, i, h int) int {
-	j := h
-	for j < len(ev) && ev[j]-'0' < 10 {
-		j++
-	}
+	j := digitsEnd(ev, h)
 	if j == h || j == len(ev) || ev[j] != ',' && ev[j] != '}' {
 		return -1
 	}
@@ -371,12 +367,17 @@ func (s *Stream) writeRenumbered(ev []byte, i, h, j, n int) int {
 	if seq == s.seq {
 		s.out = append(s.out, ev[:n+2]...)
 	} else {
-		s.out = append(s.out, ev[:h]...)
-		s.out = strconv.AppendInt(s.out, s.seq, 10)
-		s.out = append(s.out, ev[j:n+2]...)
+		s.out = appendRenumbered(s.out, ev[:n+2], jsonspan.Span{Start: h, End: j}, s.seq)
 	}
 	s.seq++
 	return i + n + 2
+}
+
+// appendRenumbered appends b to dst with seq in place of the number at sp.
+func appendRenumbered(dst, b []byte, sp jsonspan.Span, seq int64) []byte {
+	dst = append(dst, b[:sp.Start]...)
+	dst = strconv.AppendInt(dst, seq, 10)
+	return append(dst, b[sp.End:]...)
 }
 
 // notePass makes the head of ev, an upstream event that no stage handles,
@@ -523,9 +524,7 @@ func (s *Stream) write(ev *Event) {
 					// Once a call's deltas are merged or dropped, every later
 					// event needs a new number; build it in a reused buffer
 					// rather than allocating per event.
-					s.scratch = append(s.scratch[:0], ev.Data[:sp.Start]...)
-					s.scratch = strconv.AppendInt(s.scratch, s.seq, 10)
-					s.scratch = append(s.scratch, ev.Data[sp.End:]...)
+					s.scratch = appendRenumbered(s.scratch[:0], ev.Data, sp, s.seq)
 					renumbered := Event{Name: ev.Name, Data: s.scratch}
 					ev = &renumbered
 				}
@@ -610,6 +609,15 @@ func parseSeq(b []byte) (int64, bool) {
 	return n, true
 }
 
+// digitsEnd returns the index of the first byte from i on in b that is not
+// an ASCII digit (one comparison each), len(b) if there is none.
+func digitsEnd(b []byte, i int) int {
+	for i < len(b) && b[i]-'0' < 10 {
+		i++
+	}
+	return i
+}
+
 // eventType returns the span of an event's "type".
 func eventType(d []byte) jsonspan.Span {
 	if typ, _, ok := openAIHead(d); ok {
@@ -647,10 +655,7 @@ func openAIHead(d []byte) (typ, seq jsonspan.Span, ok bool) {
 		return typ, jsonspan.NoSpan(), len(rest) > 0 && rest[0] == ',' && !bytes.Contains(rest, []byte(`"sequence_number"`))
 	}
 	i := end + 1 + len(seqKey)
-	j := i
-	for j < len(d) && d[j]-'0' < 10 {
-		j++
-	}
+	j := digitsEnd(d, i)
 	if j == i || j >= len(d) || d[j] != ',' && d[j] != '}' {
 		return typ, seq, false
 	}
