@@ -7,11 +7,11 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
-// ruleBlock reads the options of a transform's rule block one line at a
+// RuleBlock reads the options of a transform's rule block one line at a
 // time, the same way for every transform: an option given twice is an
 // error naming it (unless it is one of the repeatable ones), and each
 // option's arguments are checked by the helpers below.
-type ruleBlock struct {
+type RuleBlock struct {
 	d          *caddyfile.Dispenser
 	repeatable []string
 	seen       map[string]bool
@@ -20,14 +20,16 @@ type ruleBlock struct {
 	Args []string
 }
 
-// newRuleBlock starts reading the block after the transform's name.
-func newRuleBlock(d *caddyfile.Dispenser, repeatable ...string) *ruleBlock {
+// NewRuleBlock starts reading a transform's rule block, for its
+// UnmarshalCaddyfile; repeatable lists the options that may be given more
+// than once. It consumes the transform's name.
+func NewRuleBlock(d *caddyfile.Dispenser, repeatable ...string) *RuleBlock {
 	d.Next() // the transform's name
-	return &ruleBlock{d: d, repeatable: repeatable, seen: map[string]bool{}}
+	return &RuleBlock{d: d, repeatable: repeatable, seen: map[string]bool{}}
 }
 
-// next moves to the block's next line.
-func (b *ruleBlock) next() (bool, error) {
+// Next moves to the block's next line.
+func (b *RuleBlock) Next() (bool, error) {
 	if !b.d.NextBlock(0) {
 		return false, nil
 	}
@@ -40,8 +42,8 @@ func (b *ruleBlock) next() (bool, error) {
 	return true, nil
 }
 
-// one sets dst to the line's single argument.
-func (b *ruleBlock) one(dst *string) error {
+// One sets dst to the line's single argument.
+func (b *RuleBlock) One(dst *string) error {
 	if len(b.Args) != 1 {
 		return b.d.ArgErr()
 	}
@@ -49,8 +51,8 @@ func (b *ruleBlock) one(dst *string) error {
 	return nil
 }
 
-// list sets dst to the line's arguments, of which there must be some.
-func (b *ruleBlock) list(dst *[]string) error {
+// List sets dst to the line's arguments, of which there must be some.
+func (b *RuleBlock) List(dst *[]string) error {
 	if len(b.Args) == 0 {
 		return b.d.ArgErr()
 	}
@@ -58,8 +60,8 @@ func (b *ruleBlock) list(dst *[]string) error {
 	return nil
 }
 
-// number reads the line's single argument as a whole number.
-func (b *ruleBlock) number() (int, error) {
+// Number reads the line's single argument as a whole number.
+func (b *RuleBlock) Number() (int, error) {
 	if len(b.Args) != 1 {
 		return 0, b.d.ArgErr()
 	}
@@ -70,8 +72,8 @@ func (b *ruleBlock) number() (int, error) {
 	return n, nil
 }
 
-// flag sets dst from a switch: no argument is true, else true or false.
-func (b *ruleBlock) flag(dst **bool) error {
+// Flag sets dst from a switch: no argument is true, else true or false.
+func (b *RuleBlock) Flag(dst **bool) error {
 	v := true
 	switch {
 	case len(b.Args) == 0:
@@ -84,5 +86,5 @@ func (b *ruleBlock) flag(dst **bool) error {
 	return nil
 }
 
-// unknown is the error for an option the transform does not have.
-func (b *ruleBlock) unknown() error { return b.d.Errf("unrecognized option %q", b.Opt) }
+// Unknown is the error for an option the transform does not have.
+func (b *RuleBlock) Unknown() error { return b.d.Errf("unrecognized option %q", b.Opt) }

@@ -157,9 +157,9 @@ func RestoreCalls(x *Exchange, p CallPolicy, body []byte) []byte {
 	}
 	switch x.Protocol() {
 	case ProtocolResponses:
-		return x.applyEdits(body, restoreOutput(x, p, body, jsonspan.Span{Start: jsonspan.SkipSpace(body, 0), End: len(body)}, nil, false))
+		return x.ApplyEdits(body, restoreOutput(x, p, body, jsonspan.Span{Start: jsonspan.SkipSpace(body, 0), End: len(body)}, nil, false))
 	case ProtocolChat:
-		return x.applyEdits(body, restoreChatMessage(x, p, body))
+		return x.ApplyEdits(body, restoreChatMessage(x, p, body))
 	}
 	return body
 }

@@ -138,40 +138,11 @@ type quotedDeltaHandler interface {
 	QuotedDelta(doc []byte, at int) (text []byte, end int, err error)
 }
 
-// escPool recycles the escape buffers of calls: every streamed call grows
-// two of them to the size of its arguments, and a stream of many calls
-// would otherwise leave that much garbage behind each one.
-var escPool sync.Pool // of *[]byte
-
-// maxPooledEsc keeps a freak call's buffer out of the pool.
-const maxPooledEsc = 1 << 20
-
-// appendEsc appends to an escape buffer, taking one from the pool first
-// and doubling it when it is full (append grows large slices by a
-// quarter, which allocates five times the final size on the way).
-func appendEsc(b, add []byte) []byte {
-	if b == nil {
-		if p, ok := escPool.Get().(*[]byte); ok {
-			b = (*p)[:0]
-		}
-	}
-	return appendGrow(b, add)
-}
-
-// putEsc gives a buffer appendEsc grew back to the pool; nothing may use
-// it after.
-func putEsc(b []byte) {
-	if b != nil && cap(b) <= maxPooledEsc {
-		b = b[:0]
-		escPool.Put(&b)
-	}
-}
-
 // releaseEsc gives a call's escape buffers back; nothing may use them
 // after.
 func (c *trackedCall) releaseEsc() {
-	putEsc(c.escArgs)
-	putEsc(c.escSent)
+	jsonspan.PutPooled(c.escArgs)
+	jsonspan.PutPooled(c.escSent)
 	c.escArgs, c.escSent = nil, nil
 }
 
@@ -191,7 +162,7 @@ var scratchPool sync.Pool // of *callScratch
 
 func (s *responsesCalls) release() {
 	for _, b := range [...][]byte{s.buf, s.evbuf, s.esc, s.itembuf} {
-		if cap(b) > maxPooledEsc {
+		if cap(b) > jsonspan.MaxPooled {
 			return // a freak stream's buffers stay out of the pool
 		}
 	}
@@ -668,7 +639,7 @@ func (s *responsesCalls) argsDelta(c *trackedCall, d []byte, r *eventRefs, emit 
 		return nil
 	}
 	if !c.dropEsc {
-		c.escArgs = appendEsc(c.escArgs, d[sp.Start+1:sp.End-1])
+		c.escArgs = jsonspan.AppendPooled(c.escArgs, d[sp.Start+1:sp.End-1])
 		c.dropEsc = len(c.escArgs) > 2*len(c.h.Raw())+4096
 	}
 	if len(text) == 0 {
@@ -900,7 +871,7 @@ func (s *responsesCalls) textEvent(c *trackedCall, seq []byte, done bool, text, 
 		b = jsonspan.AppendString(b, text)
 	}
 	if !done && !c.dropEsc {
-		c.escSent = appendEsc(c.escSent, b[start+1:len(b)-1]) // without the quotes
+		c.escSent = jsonspan.AppendPooled(c.escSent, b[start+1:len(b)-1]) // without the quotes
 	}
 	if done {
 		// The finished item carries the same text: it is escaped once.
@@ -947,7 +918,7 @@ func (s *responsesCalls) finishText(c *trackedCall, args []byte, seq []byte, emi
 	err := emit(s.textEvent(c, seq, true, c.final, esc))
 	// The event copied what it needed; the escaped arguments stay for the
 	// finished item, which repeats them.
-	putEsc(c.escSent)
+	jsonspan.PutPooled(c.escSent)
 	c.escSent = nil
 	return err
 }

@@ -83,9 +83,9 @@ func (c Condition) Holds(repl *caddy.Replacer) bool {
 	case "!=":
 		return l != r
 	case "~":
-		return globMatch(r, l)
+		return GlobMatch(r, l)
 	default: // "!~"
-		return !globMatch(r, l)
+		return !GlobMatch(r, l)
 	}
 }
 

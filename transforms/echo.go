@@ -83,7 +83,7 @@ func (x *Exchange) restoreEcho(body []byte) []byte {
 	if !x.echoes() || !jsonspan.Valid(body) {
 		return body
 	}
-	return x.applyEdits(body, x.echoEdits(body, jsonspan.SkipSpace(body, 0)))
+	return x.ApplyEdits(body, x.echoEdits(body, jsonspan.SkipSpace(body, 0)))
 }
 
 // isLifecycle reports whether typ is the type of an event that carries the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -218,9 +219,9 @@ func (x *Exchange) Decide(tool, action, reason string) {
 	}
 }
 
-// deciding reports whether decisions go anywhere, so a rule can skip
+// Deciding reports whether decisions go anywhere, so a rule can skip
 // composing reasons nobody reads.
-func (x *Exchange) deciding() bool {
+func (x *Exchange) Deciding() bool {
 	return x.Explain || (x.Logger != nil && x.Logger.Core().Enabled(zapcore.DebugLevel))
 }
 
@@ -230,6 +231,37 @@ func (x *Exchange) CallBuffered(n int) { x.callBufs = append(x.callBufs, n) }
 
 // CallBuffers returns what CallBuffered recorded, one entry per call.
 func (x *Exchange) CallBuffers() []int { return x.callBufs }
+
+// NoteUnexpected records that the response's call callID is counted as
+// unexpected for reason, and returns the reason it was counted under
+// before, if a rule nearer the upstream counted it already.
+func (x *Exchange) NoteUnexpected(callID, reason string) (prev string, counted bool) {
+	if x.unexpected == nil {
+		x.unexpected = map[string]string{}
+	}
+	prev, counted = x.unexpected[callID]
+	x.unexpected[callID] = reason
+	return prev, counted
+}
+
+// MarkToolsChanged records that the rule changed the tools or tool_choice
+// the client declared, so that responses echoing them get the client's
+// back. ToolWalk edits that say so mark it themselves.
+func (x *Exchange) MarkToolsChanged() { x.echo.needed = true }
+
+// ClientBody is the request body as the client sent it, before any rule.
+func (x *Exchange) ClientBody() []byte { return x.orig }
+
+// FailStream records that a stream stage ended its response with the
+// error code (e.g. a bridge that wrote the upstream's failure in its
+// client's terms). The first failure recorded stands. A stage that ends
+// the stream by returning an error needs no call: a *StreamAbort's code,
+// or stream_transform_failed, is recorded for it.
+func (x *Exchange) FailStream(code string) {
+	if x.streamErr == "" {
+		x.streamErr = code
+	}
+}
 
 // StreamError is the code of the error a stream rule ended the stream
 // with ("" if none did), e.g. max_call_buffer_exceeded.
@@ -361,10 +393,10 @@ func (x *Exchange) canDefer() bool {
 	return x.deferAt >= 0 && x.pos == x.deferAt && !x.response && x.deferred == nil
 }
 
-// rewriteNested runs a rule's request phase inside another rule's: its
+// RewriteNested runs a rule's request phase inside another rule's: its
 // result is the outer rule's input, not the body that goes upstream, so
 // it is built whole.
-func (x *Exchange) rewriteNested(r RequestRewriter, body []byte) ([]byte, error) {
+func (x *Exchange) RewriteNested(r RequestRewriter, body []byte) ([]byte, error) {
 	at := x.deferAt
 	x.deferAt = -1
 	defer func() { x.deferAt = at }()
@@ -480,6 +512,12 @@ func (x *Exchange) RewriteResponse(body []byte) ([]byte, error) {
 		body = out
 	}
 	return x.restoreEcho(body), nil
+}
+
+// BadRequest is a 400 invalid_request_error with the given code, the
+// request member it concerns (param) and a formatted message.
+func BadRequest(code, param, format string, a ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: code, Param: param, Message: fmt.Sprintf(format, a...)}
 }
 
 // Error is a rejection the client sees in its own protocol's error shape.

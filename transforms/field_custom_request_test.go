@@ -277,7 +277,7 @@ func TestGlobMatch(t *testing.T) {
 		{"a*b*c", "axxbyyc", true}, {"a*b*c", "axxbyy", false}, {"gpt", "gpt-5", false}, {"?", "é", true},
 		{"openai/*", "openai/gpt-4.1", true},
 	} {
-		if got := globMatch(tc.p, tc.s); got != tc.want {
+		if got := GlobMatch(tc.p, tc.s); got != tc.want {
 			t.Errorf("globMatch(%q, %q) = %v", tc.p, tc.s, got)
 		}
 	}

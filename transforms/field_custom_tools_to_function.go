@@ -115,11 +115,15 @@ type customRecord struct {
 	checked        map[uint64]bool    // patches already checked against the grammar
 }
 
+// patchSeed seeds the hashes of checked patches, compared within one
+// process.
+var patchSeed = maphash.MakeSeed()
+
 // firstCheck reports whether patch is seen for the first time: a streamed
 // call's patch is finished once for its events and may be again for the
 // final response object, and must be counted once.
 func (r *customRecord) firstCheck(patch []byte) bool {
-	h := maphash.Bytes(textSeed, patch)
+	h := maphash.Bytes(patchSeed, patch)
 	if r.checked[h] {
 		return false
 	}
@@ -206,7 +210,7 @@ type customPlan struct {
 func (p *customPlan) historyCallSize(n *ToolNode) int {
 	extra := 0
 	p.sized = &extra
-	size := p.w.measure(func(dst []byte) []byte { return p.historyCall(dst, n) })
+	size := p.w.Measure(func(dst []byte) []byte { return p.historyCall(dst, n) })
 	p.sized = nil
 	return size + extra
 }
@@ -318,7 +322,7 @@ func (p *customPlan) definition(n *ToolNode) []byte {
 	if p.w.Protocol == ProtocolChat {
 		return p.chatDefinition(n)
 	}
-	return p.functionBody(nil, n.obj(), n.Name, true)
+	return p.functionBody(nil, n.Span(), n.Name, true)
 }
 
 func (p *customPlan) historyCall(dst []byte, n *ToolNode) []byte {
@@ -374,7 +378,7 @@ func (p *customPlan) responsesHistoryCall(dst []byte, n *ToolNode) []byte {
 	// The walk found the input already: its end is known, so the patch is
 	// not scanned a second time to copy the members around it.
 	jsonspan.WalkMembers(doc, n.Start, func(k jsonspan.Span, v int) int {
-		if input := n.input.span(); v == input.Start {
+		if input := n.InputSpan(); v == input.Start {
 			return input.End
 		}
 		e := jsonspan.SkipValue(doc, v)
@@ -388,7 +392,7 @@ func (p *customPlan) responsesHistoryCall(dst []byte, n *ToolNode) []byte {
 		}
 		return e
 	})
-	wrapInput(&w, doc, n.input.span(), p.sized)
+	wrapInput(&w, doc, n.InputSpan(), p.sized)
 	return w.Close()
 }
 
@@ -433,9 +437,9 @@ func (p *customPlan) output(n *ToolNode) {
 	}
 	// Two small edits: an output can be large, and nothing else in it
 	// changes.
-	p.w.Edit(int(n.typ.start), int(n.typ.end), functionCallOutput, false)
-	if n.id.start >= 0 {
-		e := jsonspan.RemoveMember(p.w.Doc, n.id.span())
+	p.w.Edit(n.TypeSpan().Start, n.TypeSpan().End, functionCallOutput, false)
+	if n.IDSpan().Start >= 0 {
+		e := jsonspan.RemoveMember(p.w.Doc, n.IDSpan())
 		p.w.Edit(e.Start, e.End, nil, false)
 	}
 	p.converted++
@@ -453,7 +457,7 @@ func (p *customPlan) choice(n *ToolNode) {
 		return
 	}
 	w := jsonspan.NewObj(nil)
-	jsonspan.Retype(&w, doc, n.obj(), "function", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
+	jsonspan.Retype(&w, doc, n.Span(), "function", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
 		if !m.KeyIs(doc, "custom") {
 			return false
 		}
@@ -687,7 +691,7 @@ func (c *customArgs) appendSent(text []byte, err error) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.sent = appendEsc(c.sent, text)
+	c.sent = jsonspan.AppendPooled(c.sent, text)
 	return text, nil
 }
 
@@ -703,7 +707,7 @@ func (c *customArgs) Release() {
 		decoderPool.Put(c.dec)
 	}
 	c.dec = nil
-	putEsc(c.sent)
+	jsonspan.PutPooled(c.sent)
 	c.sent = nil
 	// The normaliser's views of the arena go with the handler.
 	for _, p := range c.chunks {
@@ -728,7 +732,7 @@ func (c *customArgs) Finish(raw []byte) []byte {
 		}
 		in = make([]byte, len(c.sent)+len(tail))
 		copy(in[copy(in, c.sent):], tail)
-		putEsc(c.sent)
+		jsonspan.PutPooled(c.sent)
 		c.sent = nil
 	} else {
 		in = finalInput(c.id, raw)

@@ -13,7 +13,7 @@ import "github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 func (p *customPlan) chatDefinition(n *ToolNode) []byte {
 	doc := p.w.Doc
 	w := jsonspan.NewObj(nil)
-	jsonspan.Retype(&w, doc, n.obj(), "function", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
+	jsonspan.Retype(&w, doc, n.Span(), "function", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
 		switch {
 		case m.KeyIs(doc, "custom") && doc[m.Value.Start] == '{':
 			w.Key("function")
@@ -33,7 +33,7 @@ func (p *customPlan) chatDefinition(n *ToolNode) []byte {
 func (p *customPlan) chatHistoryCall(dst []byte, n *ToolNode) []byte {
 	doc := p.w.Doc
 	w := jsonspan.NewObj(dst)
-	jsonspan.Retype(&w, doc, n.obj(), "function", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
+	jsonspan.Retype(&w, doc, n.Span(), "function", func(w *jsonspan.ObjWriter, m jsonspan.Member) bool {
 		if !m.KeyIs(doc, "custom") || doc[m.Value.Start] != '{' {
 			return false
 		}

@@ -139,7 +139,7 @@ func (t *FieldSet) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 		return body, nil
 	}
 	x.Decide(t.Path, "set_field", "field_set rule")
-	return x.applyEdits(body, edits), nil
+	return x.ApplyEdits(body, edits), nil
 }
 
 // set plans the edits that write path[depth:] into the object at

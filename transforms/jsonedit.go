@@ -6,14 +6,14 @@ import (
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
 
-// applyEdits builds the rewritten document in one copy. Large documents
+// ApplyEdits builds the rewritten document in one copy. Large documents
 // are built in pooled buffers: a fresh multi-megabyte allocation per request
 // costs more in page faults and zeroing than the rewrite itself. For the
 // last rule of a request sent on as a stream, a large document whose edits
 // all have exact lengths is not built: applyEdits returns nil, which the
 // rule returns as its result, and the edits are applied as the upstream
 // reads the body (Exchange.RewriteRequestBody).
-func (x *Exchange) applyEdits(doc []byte, edits []jsonspan.Edit) []byte {
+func (x *Exchange) ApplyEdits(doc []byte, edits []jsonspan.Edit) []byte {
 	if len(edits) == 0 {
 		return doc
 	}
@@ -58,16 +58,4 @@ func (x *Exchange) Release() {
 		bodyPool.Put(p)
 	}
 	x.pooled = nil
-}
-
-// appendGrow is append that doubles a full buffer: a buffer that grows by
-// many small pieces to a large size allocates about twice its final size,
-// not the five times append's quarter steps cost.
-func appendGrow(b, add []byte) []byte {
-	if cap(b)-len(b) < len(add) {
-		nb := make([]byte, len(b), max(2*cap(b), len(b)+len(add), 512))
-		copy(nb, b)
-		b = nb
-	}
-	return append(b, add...)
 }

@@ -10,8 +10,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-
-	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
+	"github.com/llmtransform/caddy-llm-transform/internal/providers"
 )
 
 func init() {
@@ -58,93 +57,7 @@ type ResponsesToChat struct {
 	// the profile's.
 	Reasoning string `json:"reasoning,omitempty"`
 
-	knobs bridgeKnobs
-}
-
-// bridgeKnobs are a provider's settings.
-type bridgeKnobs struct {
-	maxField  string
-	maxTokens int
-	reasoning string
-	// effort writes the Chat fields for a Responses reasoning effort
-	// ("" when the client sent none).
-	effort func(dst []byte, effort string) []byte
-	// streamThinking: the provider thinks only on streams and refuses a
-	// non-streaming call with thinking on (DashScope).
-	streamThinking bool
-	// verbosity: the provider takes OpenAI's verbosity field.
-	verbosity bool
-}
-
-func effortField(dst []byte, effort string) []byte {
-	if effort == "" {
-		return dst
-	}
-	dst = append(dst, `,"reasoning_effort":`...)
-	return jsonspan.AppendStringStr(dst, effort)
-}
-
-// thinkingSwitch is the providers' thinking:{type} knob: "none" turns
-// thinking off, another effort on.
-func thinkingSwitch(on string) func([]byte, string) []byte {
-	return func(dst []byte, effort string) []byte {
-		switch effort {
-		case "":
-			return dst
-		case "none":
-			return append(dst, `,"thinking":{"type":"disabled"}`...)
-		}
-		return append(dst, `,"thinking":{"type":"`+on+`"}`...)
-	}
-}
-
-// bridgeProfiles are the providers' knobs (responses-chat-bridge.md §3.1,
-// §3.6, §6.1).
-var bridgeProfiles = map[string]bridgeKnobs{
-	"openai_chat":   {maxField: "max_completion_tokens", reasoning: "strip", effort: effortField, verbosity: true},
-	"function_only": {maxField: "max_tokens", maxTokens: 32768, reasoning: "strip", effort: effortField},
-	"gemini":        {maxField: "max_tokens", maxTokens: 32768, reasoning: "strip", effort: effortField},
-	"bedrock":       {maxField: "max_tokens", maxTokens: 32768, reasoning: "strip"},
-	// DeepSeek V4 wants reasoning_content back on every tool-call turn,
-	// and thinking is on unless switched off; effort is high or max.
-	"deepseek": {maxField: "max_tokens", maxTokens: 32768, reasoning: "replay", effort: func(dst []byte, effort string) []byte {
-		switch effort {
-		case "":
-			return dst
-		case "none":
-			return append(dst, `,"thinking":{"type":"disabled"}`...)
-		case "xhigh", "max":
-			return append(dst, `,"thinking":{"type":"enabled"},"reasoning_effort":"max"`...)
-		}
-		return append(dst, `,"thinking":{"type":"enabled"},"reasoning_effort":"high"`...)
-	}},
-	// Kimi refuses tool-call messages without reasoning_content while
-	// thinking (code 20015).
-	"kimi": {maxField: "max_tokens", maxTokens: 32768, reasoning: "tool_calls", effort: func(dst []byte, effort string) []byte {
-		if effort == "none" {
-			return append(dst, `,"thinking":{"type":"disabled"}`...)
-		}
-		return dst
-	}},
-	// GLM drops earlier turns' reasoning unless clear_thinking is false
-	// ("preserved thinking"); then it wants it back, complete and in order.
-	"glm": {maxField: "max_tokens", maxTokens: 32768, reasoning: "replay", effort: func(dst []byte, effort string) []byte {
-		if effort == "none" {
-			return append(dst, `,"thinking":{"type":"disabled"}`...)
-		}
-		return append(dst, `,"thinking":{"type":"enabled","clear_thinking":false}`...)
-	}},
-	"qwen": {maxField: "max_tokens", maxTokens: 32768, reasoning: "strip", streamThinking: true, effort: func(dst []byte, effort string) []byte {
-		if effort == "" {
-			return dst
-		}
-		return append(dst, `,"enable_thinking":`+strconv.FormatBool(effort != "none")...)
-	}},
-	// MiniMax keeps thinking apart from content only when asked to.
-	"minimax": {maxField: "max_tokens", maxTokens: 32768, reasoning: "replay", effort: func(dst []byte, effort string) []byte {
-		dst = append(dst, `,"reasoning_split":true`...)
-		return thinkingSwitch("adaptive")(dst, effort)
-	}},
+	knobs providers.Profile
 }
 
 // CaddyModule returns the Caddy module information.
@@ -160,14 +73,14 @@ func (t *ResponsesToChat) Provision(caddy.Context) error {
 	if t.Profile == "" {
 		t.Profile = "openai_chat"
 	}
-	k, ok := bridgeProfiles[t.Profile]
+	k, ok := providers.Lookup(t.Profile)
 	if !ok {
-		return unknownPreset("profile", t.Profile, bridgeProfiles)
+		return providers.Unknown("profile", t.Profile)
 	}
 	switch t.MaxTokensField {
 	case "":
 	case "max_tokens", "max_completion_tokens":
-		k.maxField = t.MaxTokensField
+		k.MaxTokensField = t.MaxTokensField
 	default:
 		return fmt.Errorf("max_tokens_field %q: want max_tokens or max_completion_tokens", t.MaxTokensField)
 	}
@@ -175,7 +88,7 @@ func (t *ResponsesToChat) Provision(caddy.Context) error {
 		if *t.DefaultMaxTokens < 0 {
 			return fmt.Errorf("default_max_tokens %d is negative", *t.DefaultMaxTokens)
 		}
-		k.maxTokens = *t.DefaultMaxTokens
+		k.MaxTokens = *t.DefaultMaxTokens
 	}
 	switch t.Developer {
 	case "", "user", "system":
@@ -185,7 +98,7 @@ func (t *ResponsesToChat) Provision(caddy.Context) error {
 	switch t.Reasoning {
 	case "":
 	case "replay", "tool_calls", "strip":
-		k.reasoning = t.Reasoning
+		k.Reasoning = t.Reasoning
 	default:
 		return fmt.Errorf("reasoning %q: want replay, tool_calls or strip", t.Reasoning)
 	}
@@ -203,28 +116,28 @@ func (t *ResponsesToChat) Provision(caddy.Context) error {
 //		reasoning replay|tool_calls|strip
 //	}
 func (t *ResponsesToChat) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	b := newRuleBlock(d)
+	b := NewRuleBlock(d)
 	for {
-		more, err := b.next()
+		more, err := b.Next()
 		if !more || err != nil {
 			return err
 		}
 		switch b.Opt {
 		case "profile":
-			err = b.one(&t.Profile)
+			err = b.One(&t.Profile)
 		case "max_tokens_field":
-			err = b.one(&t.MaxTokensField)
+			err = b.One(&t.MaxTokensField)
 		case "default_max_tokens":
 			var n int
-			if n, err = b.number(); err == nil {
+			if n, err = b.Number(); err == nil {
 				t.DefaultMaxTokens = &n
 			}
 		case "developer":
-			err = b.one(&t.Developer)
+			err = b.One(&t.Developer)
 		case "reasoning":
-			err = b.one(&t.Reasoning)
+			err = b.One(&t.Reasoning)
 		default:
-			return b.unknown()
+			return b.Unknown()
 		}
 		if err != nil {
 			return err

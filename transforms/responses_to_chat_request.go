@@ -113,23 +113,23 @@ func (t *ResponsesToChat) RewriteRequest(x *Exchange, body []byte) ([]byte, erro
 	k := t.knobs
 	switch {
 	case fields.maxOut.Start >= 0 && !jsonspan.IsNull(body, fields.maxOut):
-		out = append(out, `,"`+k.maxField+`":`...)
+		out = append(out, `,"`+k.MaxTokensField+`":`...)
 		out = append(out, body[fields.maxOut.Start:fields.maxOut.End]...)
-	case k.maxTokens > 0:
-		out = append(out, `,"`+k.maxField+`":`+strconv.Itoa(k.maxTokens)...)
+	case k.MaxTokens > 0:
+		out = append(out, `,"`+k.MaxTokensField+`":`+strconv.Itoa(k.MaxTokens)...)
 	}
 	stream := fields.stream.Start >= 0 && string(body[fields.stream.Start:fields.stream.End]) == "true"
 	effort, _ := jsonspan.StringValue(body, fields.effort)
 	switch {
-	case k.streamThinking && !stream:
+	case k.StreamThinking && !stream:
 		out = append(out, `,"enable_thinking":false`...) // refused without a stream
-	case k.effort != nil:
-		out = k.effort(out, effort)
+	case k.Effort != nil:
+		out = k.Effort(out, effort)
 	}
 	if fields.format.Start >= 0 && body[fields.format.Start] == '{' {
 		out = appendResponseFormat(out, body, fields.format)
 	}
-	if fields.verbosity.Start >= 0 && k.verbosity && !jsonspan.IsNull(body, fields.verbosity) {
+	if fields.verbosity.Start >= 0 && k.Verbosity && !jsonspan.IsNull(body, fields.verbosity) {
 		out = append(out, `,"verbosity":`...)
 		out = append(out, body[fields.verbosity.Start:fields.verbosity.End]...)
 	}
@@ -140,11 +140,11 @@ func (t *ResponsesToChat) RewriteRequest(x *Exchange, body []byte) ([]byte, erro
 	rec.id = newID()
 	// The client's own model, as it asked, even when a rule before this
 	// one routed the request to another.
-	switch m := jsonspan.LastMember(x.orig, "model"); {
+	switch m := jsonspan.LastMember(x.ClientBody(), "model"); {
 	case x.Model != "":
 		rec.model = jsonspan.AppendStringStr(nil, x.Model)
 	case m.Start >= 0:
-		rec.model = append([]byte(nil), x.orig[m.Start:m.End]...)
+		rec.model = append([]byte(nil), x.ClientBody()[m.Start:m.End]...)
 	case fields.model.Start >= 0:
 		rec.model = append([]byte(nil), body[fields.model.Start:fields.model.End]...)
 	}
@@ -421,7 +421,7 @@ func (b *chatBuild) flush(conv []byte) []byte {
 	conv = b.sep(conv)
 	conv = append(conv, `{"role":"assistant","content":`...)
 	conv = jsonspan.AppendStringStr(conv, b.asText.String())
-	switch b.t.knobs.reasoning {
+	switch b.t.knobs.Reasoning {
 	case "replay":
 		if b.hasReason || calls {
 			conv = append(conv, `,"reasoning_content":`...)
@@ -555,7 +555,7 @@ func (b *chatBuild) contentImages(doc []byte, c jsonspan.Span) (string, []byte, 
 			images = true
 			at := len(parts)
 			parts = append(parts, `{"type":"image_url","image_url":{"url":`...)
-			parts = appendRawOr(parts, doc, g[2], `""`)
+			parts = jsonspan.AppendRawOr(parts, doc, g[2], `""`)
 			if g[3].Start >= 0 {
 				parts = append(parts, `,"detail":`...)
 				parts = append(parts, doc[g[3].Start:g[3].End]...)

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
@@ -412,7 +411,7 @@ type streamCall struct {
 var bridgeBufPool sync.Pool // of *[]byte
 
 func (s *chatToResponses) release() {
-	if s.buf != nil && cap(s.buf) <= maxPooledEsc {
+	if s.buf != nil && cap(s.buf) <= jsonspan.MaxPooled {
 		b := s.buf[:0]
 		bridgeBufPool.Put(&b)
 	}
@@ -469,7 +468,7 @@ func (s *chatToResponses) Event(e *Event, emit Emit) error {
 	if s.ended {
 		return nil
 	}
-	if bytes.Equal(d, doneData) {
+	if string(d) == "[DONE]" {
 		return s.terminal(emit)
 	}
 	if e.Data == nil {
@@ -492,7 +491,7 @@ func (s *chatToResponses) Event(e *Event, emit Emit) error {
 		if v >= len(d) {
 			return -1 // cut off: not a chunk
 		}
-		switch keyName(d, k) {
+		switch jsonspan.KeyName(d, k) {
 		case "choices":
 			if d[v] != '[' {
 				break
@@ -606,16 +605,6 @@ func (s *chatToResponses) skipHead(d []byte) (int, bool) {
 	}
 }
 
-// keyName is a member's key as a string for a switch: the bytes
-// themselves, unescaped only when they hold an escape.
-func keyName(d []byte, k jsonspan.Span) string {
-	raw := d[k.Start+1 : k.End-1]
-	if bytes.IndexByte(raw, '\\') >= 0 {
-		return string(jsonspan.Unescape(nil, raw))
-	}
-	return unsafeString(raw)
-}
-
 // choice handles one choice of a chunk, in one walk: only the first
 // choice counts, as a Responses object holds one answer.
 func (s *chatToResponses) choice(emit Emit, d []byte, c int) (int, error) {
@@ -629,7 +618,7 @@ func (s *chatToResponses) choice(emit Emit, d []byte, c int) (int, error) {
 		if v >= len(d) {
 			return -1
 		}
-		switch name := keyName(d, k); {
+		switch name := jsonspan.KeyName(d, k); {
 		case name == "index":
 			e := jsonspan.SkipValue(d, v)
 			skip = e > v && string(d[v:e]) != "0"
@@ -687,7 +676,7 @@ func (s *chatToResponses) delta(emit Emit, d []byte, v int) (int, error) {
 		if v >= len(d) {
 			return -1
 		}
-		name := keyName(d, k)
+		name := jsonspan.KeyName(d, k)
 		if name == "tool_calls" && d[v] == '[' {
 			// Walked once, each call in place.
 			return jsonspan.WalkElements(d, v, func(c int) int {
@@ -869,7 +858,7 @@ func (s *chatToResponses) callDelta(emit Emit, d []byte, at int) (int, error) {
 		if v >= len(d) {
 			return -1
 		}
-		switch keyName(d, k) {
+		switch jsonspan.KeyName(d, k) {
 		case "function":
 			if d[v] != '{' {
 				break
@@ -879,7 +868,7 @@ func (s *chatToResponses) callDelta(emit Emit, d []byte, at int) (int, error) {
 					return -1
 				}
 				e := jsonspan.SkipValue(d, v)
-				switch keyName(d, k) {
+				switch jsonspan.KeyName(d, k) {
 				case "name":
 					nameSp = jsonspan.Span{Start: v, End: e}
 				case "arguments":
@@ -933,7 +922,7 @@ func (s *chatToResponses) callDelta(emit Emit, d []byte, at int) (int, error) {
 		args = d[a.Start+1 : a.End-1]
 	}
 	if c.idx < 0 {
-		c.args = appendGrow(c.args, args)
+		c.args = jsonspan.AppendGrow(c.args, args)
 		if c.name == "" {
 			return end, nil // not announced before the name is known
 		}
@@ -954,7 +943,7 @@ func (s *chatToResponses) callDelta(emit Emit, d []byte, at int) (int, error) {
 		}
 		args = c.args // what came before the name, and this piece
 	} else {
-		c.args = appendGrow(c.args, args)
+		c.args = jsonspan.AppendGrow(c.args, args)
 	}
 	if len(args) == 0 {
 		return end, nil
@@ -1104,7 +1093,7 @@ func (s *chatToResponses) failWith(emit Emit, code, msg string) error {
 	}
 	s.calls, s.callOrder = map[int]*streamCall{}, nil
 	s.ended = true
-	s.x.streamErr = code
+	s.x.FailStream(code)
 	r := s.out.response(nil, "failed", "", s.created, s.ordered(), nil, jsonspan.NoSpan())
 	// The error goes where the object says null.
 	e := []byte(`"error":{"code":`)
@@ -1124,7 +1113,6 @@ func (s *chatToResponses) failWith(emit Emit, code, msg string) error {
 func (s *chatToResponses) End(emit Emit) error { return s.terminal(emit) }
 
 // unsafeString views b as a string for a comparison that does not keep it.
-func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // contextTooLong recognises the providers' words for a prompt over the
 // model's context: OpenAI and DeepSeek ("maximum context length"), Kimi

@@ -51,19 +51,19 @@ func (r *Rule) matches(model string) bool {
 		return true
 	}
 	for _, g := range r.models {
-		if globMatch(g, model) {
+		if GlobMatch(g, model) {
 			return true
 		}
 	}
 	return false
 }
 
-// globMatch reports whether the whole of s matches pattern, where `*` matches
+// GlobMatch reports whether the whole of s matches pattern, where `*` matches
 // any run of characters and `?` exactly one; every other character is
 // literal, so "openai/gpt-*" works as written (path.Match would stop `*` at
 // the slash). It backtracks only to the last star, which keeps it linear in
 // practice and never exponential.
-func globMatch(pattern, s string) bool {
+func GlobMatch(pattern, s string) bool {
 	var p, i, starP, starI = 0, 0, -1, 0
 	for i < len(s) {
 		if p < len(pattern) {

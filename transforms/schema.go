@@ -76,7 +76,7 @@ type schemaWriter struct {
 const maxSchemaNesting = 200
 
 func schemaError(code, param, format string, a ...any) *Error {
-	e := filterError(code, param, format, a...)
+	e := BadRequest(code, param, format, a...)
 	e.Status = http.StatusBadRequest
 	return e
 }
@@ -130,7 +130,7 @@ type member struct {
 func (s *schemaWriter) members(v jsonspan.Span) []member {
 	base := len(s.stack)
 	jsonspan.EachMember(s.doc, v.Start, func(m jsonspan.Member) bool {
-		s.stack = append(s.stack, member{keyName(s.doc, m.Key), m})
+		s.stack = append(s.stack, member{jsonspan.KeyName(s.doc, m.Key), m})
 		return true
 	})
 	return s.stack[base:len(s.stack):len(s.stack)]
@@ -297,7 +297,7 @@ func (s *schemaWriter) member(v jsonspan.Span, key string) jsonspan.Span {
 	}
 	idx := map[string]jsonspan.Span{}
 	jsonspan.EachMember(s.doc, v.Start, func(m jsonspan.Member) bool {
-		if k := keyName(s.doc, m.Key); idx[k].End == 0 {
+		if k := jsonspan.KeyName(s.doc, m.Key); idx[k].End == 0 {
 			idx[k] = m.Value // the first of repeated keys, as everywhere
 		}
 		return true
@@ -376,7 +376,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	defer func() { s.names = s.names[:base] }()
 	if i := find(ms, "properties"); i >= 0 && doc[ms[i].m.Value.Start] == '{' {
 		jsonspan.EachMember(doc, ms[i].m.Value.Start, func(m jsonspan.Member) bool {
-			s.names = append(s.names, keyName(doc, m.Key))
+			s.names = append(s.names, jsonspan.KeyName(doc, m.Key))
 			return true
 		})
 	}
@@ -400,7 +400,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		jsonspan.EachMember(doc, ms[i].m.Value.Start, func(m jsonspan.Member) bool {
 			if doc[m.Value.Start] == '{' {
 				if rv := jsonspan.Lookup(doc, m.Value.Start, "required"); rv.Start >= 0 && string(doc[rv.Start:rv.End]) == "true" {
-					name := keyName(doc, m.Key)
+					name := jsonspan.KeyName(doc, m.Key)
 					if !slices.Contains(s.names[mid:], name) {
 						s.names = append(s.names, name)
 						hoisted++
@@ -738,7 +738,7 @@ func docString(doc []byte, v jsonspan.Span) (string, bool) {
 	}
 	raw := doc[v.Start+1 : v.End-1]
 	if bytes.IndexByte(raw, '\\') < 0 {
-		return unsafeString(raw), true
+		return jsonspan.UnsafeString(raw), true
 	}
 	return jsonspan.StringValue(doc, v)
 }
@@ -912,7 +912,7 @@ func (s *schemaWriter) properties(out []byte, v jsonspan.Span, required nameSet,
 		ow.Sep()
 		ow.B = append(ow.B, doc[m.Key.Start:m.Key.End]...)
 		ow.B = append(ow.B, ':')
-		optional := closing && !required.has(keyName(doc, m.Key))
+		optional := closing && !required.has(jsonspan.KeyName(doc, m.Key))
 		ow.B = s.schema(ow.B, m.Value, optional)
 		return true
 	})

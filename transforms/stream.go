@@ -618,8 +618,8 @@ func digitsEnd(b []byte, i int) int {
 	return i
 }
 
-// eventType returns the span of an event's "type".
-func eventType(d []byte) jsonspan.Span {
+// EventType returns the span of an event's "type".
+func EventType(d []byte) jsonspan.Span {
 	if typ, _, ok := openAIHead(d); ok {
 		return typ
 	}
@@ -717,12 +717,13 @@ func (t *trackedStream) End(emit Emit) error {
 }
 
 func (t *trackedStream) failed(err error) error {
-	if err != nil && t.x.streamErr == "" {
-		t.x.streamErr = "stream_transform_failed"
+	if err != nil {
+		code := "stream_transform_failed"
 		var ab *StreamAbort
 		if errors.As(err, &ab) {
-			t.x.streamErr = ab.Code
+			code = ab.Code
 		}
+		t.x.FailStream(code)
 	}
 	return err
 }

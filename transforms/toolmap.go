@@ -50,9 +50,9 @@ func (m *ToolMap) Link(owner any, client, upstream ToolID) {
 	m.links++
 }
 
-// reserve makes room for n more links: a plan links every tool of a large
+// Reserve makes room for n more links: a plan links every tool of a large
 // request at once.
-func (m *ToolMap) reserve(n int) {
+func (m *ToolMap) Reserve(n int) {
 	if m.up == nil && n > 0 {
 		m.up = make(map[toolKey]ToolID, n)
 		m.client = make(map[toolKey]ToolID, n)

@@ -172,13 +172,13 @@ func compileSelectors(field string, list []string) ([]selector, error) {
 func (s *selector) matches(n *ToolNode, ns string) bool {
 	switch {
 	case s.typ != "":
-		return globMatch(s.typ, n.Type)
+		return GlobMatch(s.typ, n.Type)
 	case s.scoped:
-		return ns != "" && globMatch(s.ns, ns) && globMatch(s.name, n.Name)
+		return ns != "" && GlobMatch(s.ns, ns) && GlobMatch(s.name, n.Name)
 	case n.Name == "":
-		return globMatch(s.name, n.Type)
+		return GlobMatch(s.name, n.Type)
 	}
-	return globMatch(s.name, n.Name)
+	return GlobMatch(s.name, n.Name)
 }
 
 // compileDefault reads one default declaration in either shape and keeps
@@ -273,17 +273,17 @@ func (id ToolID) nameKey() string {
 // may default (one tool per line, best written in backticks); every other
 // option appears once.
 func (t *ToolsFilter) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	b := newRuleBlock(d, "when", "default")
+	b := NewRuleBlock(d, "when", "default")
 	for {
-		more, err := b.next()
+		more, err := b.Next()
 		if !more || err != nil {
 			return err
 		}
 		switch b.Opt {
 		case "allow":
-			err = b.list(&t.Allow)
+			err = b.List(&t.Allow)
 		case "deny":
-			err = b.list(&t.Deny)
+			err = b.List(&t.Deny)
 		case "when":
 			if len(b.Args) < 3 {
 				return d.Errf("when: want <value> <op> <value>, got %d tokens", len(b.Args))
@@ -294,7 +294,7 @@ func (t *ToolsFilter) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			t.When = append(t.When, cond)
 		case "function_calling":
-			err = b.one(&t.FunctionCalling)
+			err = b.One(&t.FunctionCalling)
 		case "default":
 			if len(b.Args) != 1 {
 				return d.Errf("default: want one tool as JSON (in backticks), got %d tokens", len(b.Args))
@@ -309,7 +309,7 @@ func (t *ToolsFilter) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			t.DropUndeclaredCalls = true
 		default:
-			return b.unknown()
+			return b.Unknown()
 		}
 		if err != nil {
 			return err

@@ -56,7 +56,7 @@ func (t *ToolsFilter) withoutTools(x *Exchange, body []byte) ([]byte, error) {
 			}
 			id := definitionID(body, el, chat)
 			rec.filtered[id.nameKey()] = reasonIncompatible
-			x.Decide(id.display(), "drop", reasonIncompatible)
+			x.Decide(id.Display(), "drop", reasonIncompatible)
 			return true
 		})
 	}
@@ -64,14 +64,14 @@ func (t *ToolsFilter) withoutTools(x *Exchange, body []byte) ([]byte, error) {
 		if _, declared := rec.filtered[t.defaults[i].id.nameKey()]; declared {
 			continue // the request's own tool of that name, reported above
 		}
-		x.Decide(t.defaults[i].id.display(), "skip_default", reasonIncompatible)
+		x.Decide(t.defaults[i].id.Display(), "skip_default", reasonIncompatible)
 	}
 	if err := forcedChoice(body, choice); err != nil {
 		return nil, err
 	}
 	if legacy := jsonspan.Lookup(body, 0, "function_call"); legacy.Start >= 0 && body[legacy.Start] == '{' && chat {
 		// The legacy form of a named choice.
-		return nil, filterError("tool_filtered", "function_call",
+		return nil, BadRequest("tool_filtered", "function_call",
 			"function_call forces a function, but function calling is off for this request at the gateway")
 	}
 	var edits []jsonspan.Edit
@@ -91,9 +91,9 @@ func (t *ToolsFilter) withoutTools(x *Exchange, body []byte) ([]byte, error) {
 		return body, nil
 	}
 	if tools.Start >= 0 || choice.Start >= 0 {
-		x.echo.needed = true
+		x.MarkToolsChanged()
 	}
-	return x.applyEdits(body, edits), nil
+	return x.ApplyEdits(body, edits), nil
 }
 
 // definitionID reads a tool definition's identity in either shape.
@@ -132,7 +132,7 @@ func forcedChoice(doc []byte, choice jsonspan.Span) error {
 		forced = !jsonspan.IsString(doc, f[0], "allowed_tools") || jsonspan.IsString(doc, mode, "required")
 	}
 	if forced {
-		return filterError("tool_filtered", "tool_choice",
+		return BadRequest("tool_filtered", "tool_choice",
 			"tool_choice forces a tool call, but function calling is off for this request at the gateway (every tool is incompatible)")
 	}
 	return nil

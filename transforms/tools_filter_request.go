@@ -2,7 +2,6 @@ package transforms
 
 import (
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,11 +20,6 @@ type filterRecord struct {
 
 func (t *ToolsFilter) record(x *Exchange) *filterRecord {
 	return x.Record(t, func() any { return &filterRecord{} }).(*filterRecord)
-}
-
-// filterError is a 400 in the client's protocol shape.
-func filterError(code, param, format string, a ...any) *Error {
-	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: code, Param: param, Message: fmt.Sprintf(format, a...)}
 }
 
 // RewriteRequest implements RequestRewriter.
@@ -49,7 +43,7 @@ func (t *ToolsFilter) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 		return body, nil
 	}
 	if where, ok := w.Repeated(); ok && (len(t.allow) > 0 || len(t.deny) > 0) {
-		return nil, filterError("ambiguous_tool", where,
+		return nil, BadRequest("ambiguous_tool", where,
 			"%s repeats a key that names tools (type, name, namespace or tools): the gateway cannot tell which tool the upstream would see", where)
 	}
 	rec.active = true
@@ -109,7 +103,7 @@ func (f *filterRun) run() ([]byte, error) {
 	for k := range f.rec.declared {
 		delete(f.rec.filtered, k)
 	}
-	if w.top[topFunctions].Start >= 0 {
+	if w.Top("functions").Start >= 0 {
 		if err := f.legacyFunctions(); err != nil {
 			return nil, err
 		}
@@ -138,7 +132,7 @@ func (f *filterRun) run() ([]byte, error) {
 	// One removal for every member that goes, so neighbours never claim
 	// the same comma.
 	if len(f.dropKeys) > 0 {
-		removeMembers(w, f.dropKeys...)
+		w.RemoveTopMembers(f.dropKeys...)
 	}
 	return w.Rewrite(), nil
 }
@@ -148,7 +142,7 @@ func (f *filterRun) run() ([]byte, error) {
 // must not be a way around them.
 func (f *filterRun) legacyFunctions() error {
 	doc := f.w.Doc
-	list, forced := f.w.top[topFunctions], f.w.top[topFunctionCall]
+	list, forced := f.w.Top("functions"), f.w.Top("function_call")
 	if list.Start < 0 || doc[list.Start] != '[' {
 		return nil
 	}
@@ -190,17 +184,17 @@ func (f *filterRun) legacyFunctions() error {
 		}
 		gone++
 		f.rec.filtered[id.nameKey()] = reason
-		f.x.Decide(id.display(), "drop", reason)
+		f.x.Decide(id.Display(), "drop", reason)
 		return true
 	})
 	if ambiguous != "" {
-		return filterError("ambiguous_tool", ambiguous,
+		return BadRequest("ambiguous_tool", ambiguous,
 			"a function of %s repeats its name: the gateway cannot tell which one the upstream would see", ambiguous)
 	}
 	if forced.Start >= 0 && doc[forced.Start] == '{' {
 		name, _ := jsonspan.StringValue(doc, jsonspan.Lookup(doc, forced.Start, "name"))
 		if r, ok := f.rec.filtered[ToolID{Type: "function", Name: name}.nameKey()]; ok {
-			return filterError("tool_filtered", "function_call",
+			return BadRequest("tool_filtered", "function_call",
 				"function_call forces function %q, which the gateway filtered from this request (%s)", name, r)
 		}
 	}
@@ -224,14 +218,14 @@ func (f *filterRun) judge() {
 			continue
 		}
 		st := &f.status[i]
-		ns, list := n.Namespace, n.root
-		if n.parent >= 0 {
-			ns, list = w.Nodes[n.parent].Name, f.status[n.parent].list
+		ns, list := n.Namespace, n.List()
+		if n.Parent() >= 0 {
+			ns, list = w.Nodes[n.Parent()].Name, int(f.status[n.Parent()].list)
 		}
-		st.list = list
+		st.list = int32(list)
 		st.denied, st.allowed = f.matches(f.t.deny, n, ns), len(f.t.allow) == 0 || f.matches(f.t.allow, n, ns)
-		if n.parent >= 0 {
-			p := &f.status[n.parent]
+		if n.Parent() >= 0 {
+			p := &f.status[n.Parent()]
 			st.denied = st.denied || p.denied
 			st.allowed = st.allowed || p.allowed
 		}
@@ -261,7 +255,7 @@ func (f *filterRun) judge() {
 		}
 		st := &f.status[i]
 		if n.Type == "namespace" && st.reason == "" {
-			empty := n.next == int32(i+1)
+			empty := n.Next() == i+1
 			switch {
 			case st.kept || (empty && st.allowed):
 			case !st.allowed && empty:
@@ -278,8 +272,8 @@ func (f *filterRun) judge() {
 				}
 			}
 		}
-		if n.parent >= 0 {
-			p := &f.status[n.parent]
+		if n.Parent() >= 0 {
+			p := &f.status[n.Parent()]
 			if st.reason == "" {
 				p.kept = true
 				// A kept namespace that lost tools is rewritten, and so is
@@ -294,13 +288,13 @@ func (f *filterRun) judge() {
 	// for its tools; one its tools' filtering emptied is told after them.
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
-		if n.Kind == NodeDefinition && f.status[i].reason != "" && (n.parent < 0 || !f.status[n.parent].own) {
-			f.x.Decide(ToolID{Type: n.Type, Namespace: n.Namespace, Name: n.Name}.display(), "drop", f.status[i].reason)
+		if n.Kind == NodeDefinition && f.status[i].reason != "" && (n.Parent() < 0 || !f.status[n.Parent()].own) {
+			f.x.Decide(ToolID{Type: n.Type, Namespace: n.Namespace, Name: n.Name}.Display(), "drop", f.status[i].reason)
 		}
 	}
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
-		if n.Kind == NodeDefinition && n.parent < 0 && w.roots[n.root] == "tools" {
+		if n.Kind == NodeDefinition && n.Parent() < 0 && w.Lists()[n.List()] == "tools" {
 			f.anyTop = true
 			if f.status[i].reason == "" {
 				f.keptTop++
@@ -309,7 +303,7 @@ func (f *filterRun) judge() {
 			}
 		}
 	}
-	if !f.anyTop && w.tools.Start >= 0 {
+	if !f.anyTop && w.Top("tools").Start >= 0 {
 		f.anyTop = true // an empty or odd list: defaults may still join it
 	}
 }
@@ -318,7 +312,7 @@ func (f *filterRun) judge() {
 // filtered for reason.
 func (f *filterRun) allBecause(i int, reason string) bool {
 	w := f.w
-	for j := i + 1; j < int(w.Nodes[i].next); j = int(w.Nodes[j].next) {
+	for j := i + 1; j < int(w.Nodes[i].Next()); j = int(w.Nodes[j].Next()) {
 		if f.status[j].reason != reason {
 			return false
 		}
@@ -326,9 +320,9 @@ func (f *filterRun) allBecause(i int, reason string) bool {
 	return true
 }
 
-// display names a tool for decisions: namespace/name, or its type when it
+// Display names a tool for decisions: namespace/name, or its type when it
 // has no name.
-func (id ToolID) display() string {
+func (id ToolID) Display() string {
 	switch {
 	case id.Name == "":
 		return id.Type
@@ -356,7 +350,7 @@ func (f *filterRun) addDefaults() {
 	declared := map[string]bool{}
 	for i := range f.w.Nodes {
 		n := &f.w.Nodes[i]
-		if n.Kind == NodeDefinition && n.parent < 0 {
+		if n.Kind == NodeDefinition && n.Parent() < 0 {
 			declared[ToolID{Type: n.Type, Namespace: n.Namespace, Name: n.Name}.nameKey()] = true
 		}
 	}
@@ -368,7 +362,7 @@ func (f *filterRun) addDefaults() {
 		probe := ToolNode{Kind: NodeDefinition, Type: d.id.Type, Namespace: d.id.Namespace, Name: d.id.Name}
 		reason := ""
 		switch {
-		case f.w.tools.Start >= 0 && f.w.listSpan(f.topRoot()).Start < 0 && !jsonspan.IsNull(f.w.Doc, f.w.tools):
+		case f.w.Top("tools").Start >= 0 && f.w.ListSpan(f.topRoot()).Start < 0 && !jsonspan.IsNull(f.w.Doc, f.w.Top("tools")):
 			// tools is neither a list nor null: nothing can join it.
 			reason = "tools_not_a_list"
 		case f.matches(f.t.deny, &probe, d.id.Namespace):
@@ -379,10 +373,10 @@ func (f *filterRun) addDefaults() {
 			reason = reasonIncompatible
 		}
 		if reason != "" {
-			f.x.Decide(d.id.display(), "skip_default", reason)
+			f.x.Decide(d.id.Display(), "skip_default", reason)
 			continue
 		}
-		f.x.Decide(d.id.display(), "add_default", "the request does not declare it")
+		f.x.Decide(d.id.Display(), "add_default", "the request does not declare it")
 		f.rec.declared[d.id.nameKey()] = true
 		if f.w.Protocol == ProtocolChat {
 			f.defaults = append(f.defaults, d.chat)
@@ -394,10 +388,10 @@ func (f *filterRun) addDefaults() {
 }
 
 // topRoot is the walk's root of the top-level tools list, or -1.
-func (f *filterRun) topRoot() int32 {
-	for r, name := range f.w.roots {
-		if name == "tools" && f.w.listSpan(int32(r)).Start >= 0 {
-			return int32(r)
+func (f *filterRun) topRoot() int {
+	for r, name := range f.w.Lists() {
+		if name == "tools" && f.w.ListSpan(r).Start >= 0 {
+			return r
 		}
 	}
 	return -1
@@ -408,34 +402,34 @@ func (f *filterRun) topRoot() int32 {
 // (dropTop). Kept tools keep their bytes.
 func (f *filterRun) writeLists(dropTop bool) {
 	w := f.w
-	firsts := map[int32]int{} // root list -> its first node
+	firsts := map[int]int{} // root list -> its first node
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
-		if n.Kind != NodeDefinition || n.parent >= 0 {
+		if n.Kind != NodeDefinition || n.Parent() >= 0 {
 			continue
 		}
-		if _, ok := firsts[n.root]; !ok {
-			firsts[n.root] = i
+		if _, ok := firsts[n.List()]; !ok {
+			firsts[n.List()] = i
 		}
 	}
-	touched := map[int32]bool{}
+	touched := map[int]bool{}
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
-		if n.Kind == NodeDefinition && n.parent < 0 && (f.status[i].reason != "" || f.status[i].changed) {
-			touched[n.root] = true
+		if n.Kind == NodeDefinition && n.Parent() < 0 && (f.status[i].reason != "" || f.status[i].changed) {
+			touched[n.List()] = true
 		}
 	}
-	topRoot := int32(-1)
-	for r, name := range w.roots {
-		if name == "tools" && w.listSpan(int32(r)).Start >= 0 {
-			topRoot = int32(r)
+	topRoot := -1
+	for r, name := range w.Lists() {
+		if name == "tools" && w.ListSpan(r).Start >= 0 {
+			topRoot = r
 		}
 	}
 	for r := range touched {
-		if r == topRoot || (dropTop && w.roots[r] == "tools") {
+		if r == topRoot || (dropTop && w.Lists()[r] == "tools") {
 			continue
 		}
-		sp := w.listSpan(r)
+		sp := w.ListSpan(r)
 		w.Edit(sp.Start, sp.End, f.writeList(make([]byte, 0, sp.End-sp.Start), sp, firsts[r], nil), true)
 	}
 	size := 0
@@ -445,16 +439,16 @@ func (f *filterRun) writeLists(dropTop bool) {
 	switch {
 	case dropTop:
 	case topRoot >= 0 && (touched[topRoot] || len(f.defaults) > 0):
-		sp := w.listSpan(topRoot)
+		sp := w.ListSpan(topRoot)
 		first, ok := firsts[topRoot]
 		if !ok {
 			first = len(w.Nodes)
 		}
 		w.Edit(sp.Start, sp.End, f.writeList(make([]byte, 0, sp.End-sp.Start+size), sp, first, f.defaults), true)
-	case topRoot < 0 && len(f.defaults) > 0 && w.tools.Start >= 0:
+	case topRoot < 0 && len(f.defaults) > 0 && w.Top("tools").Start >= 0:
 		// "tools":null, as SDKs write no tools: the defaults are the list.
 		// (Any other non-list value kept the defaults out.)
-		w.Edit(w.tools.Start, w.tools.End, f.writeList(nil, jsonspan.NoSpan(), len(w.Nodes), f.defaults), true)
+		w.Edit(w.Top("tools").Start, w.Top("tools").End, f.writeList(nil, jsonspan.NoSpan(), len(w.Nodes), f.defaults), true)
 	case topRoot < 0 && len(f.defaults) > 0 && f.legacyList.Start >= 0 && slices.Contains(f.dropKeys, "functions"):
 		// The legacy list goes and the defaults come: the new member takes
 		// its place, so no comma is left without a neighbour.
@@ -491,7 +485,7 @@ func (f *filterRun) writeList(out []byte, sp jsonspan.Span, first int, extra [][
 			}
 			node, st := &w.Nodes[j], f.status[j]
 			at := j
-			j = int(node.next)
+			j = int(node.Next())
 			switch {
 			case st.reason != "":
 			case st.changed:
@@ -505,7 +499,7 @@ func (f *filterRun) writeList(out []byte, sp jsonspan.Span, first int, extra [][
 		})
 		if end < 0 && f.err == nil {
 			// Deeper than the scanner goes: no half-written list leaves.
-			f.err = filterError("tools_too_deep", "tools", "the tools nest deeper than the gateway reads")
+			f.err = BadRequest("tools_too_deep", "tools", "the tools nest deeper than the gateway reads")
 		}
 	}
 	for _, e := range extra {
@@ -533,7 +527,7 @@ func (f *filterRun) writeNamespace(out []byte, i int) []byte {
 	})
 	if !ok && f.err == nil {
 		// Deeper than the scanner goes: no half-written namespace leaves.
-		f.err = filterError("tools_too_deep", n.Where(), "%s nests namespaces deeper than the gateway reads", n.Where())
+		f.err = BadRequest("tools_too_deep", n.Where(), "%s nests namespaces deeper than the gateway reads", n.Where())
 	}
 	return ow.Close()
 }
@@ -563,8 +557,8 @@ func (f *filterRun) planChoice() ([]jsonspan.Edit, error) {
 	noTools := f.anyTop && f.keptTop == 0 && f.goneTop > 0
 	switch {
 	case top.Type == "":
-		if noTools && jsonspan.IsString(doc, top.obj(), "required") {
-			return nil, filterError("tool_filtered", "tool_choice",
+		if noTools && jsonspan.IsString(doc, top.Span(), "required") {
+			return nil, BadRequest("tool_filtered", "tool_choice",
 				"tool_choice is \"required\" but every tool of the request was filtered by the gateway (%s)", f.why())
 		}
 		return nil, nil
@@ -574,16 +568,16 @@ func (f *filterRun) planChoice() ([]jsonspan.Edit, error) {
 		for _, e := range entries {
 			id := ToolID{Type: e.Type, Namespace: e.Namespace, Name: e.Name}
 			if r, ok := f.rec.filtered[id.nameKey()]; ok {
-				gone = append(gone, id.display()+" ("+r+")")
+				gone = append(gone, id.Display()+" ("+r+")")
 				continue
 			}
-			keep = append(keep, e.obj())
+			keep = append(keep, e.Span())
 		}
 		if len(gone) == 0 {
 			return nil, nil
 		}
 		if len(keep) == 0 {
-			return nil, filterError("tool_filtered", "tool_choice",
+			return nil, BadRequest("tool_filtered", "tool_choice",
 				"tool_choice allows only tools the gateway filtered: %s", strings.Join(gone, ", "))
 		}
 		f.x.Decide("tool_choice", "filter_allowed_tools", "removed "+strings.Join(gone, ", "))
@@ -608,8 +602,8 @@ func (f *filterRun) planChoice() ([]jsonspan.Edit, error) {
 		id.Name = ""
 	}
 	if r, ok := f.rec.filtered[id.nameKey()]; ok {
-		return nil, filterError("tool_filtered", "tool_choice",
-			"tool_choice forces tool %q, which the gateway filtered from this request (%s)", id.display(), r)
+		return nil, BadRequest("tool_filtered", "tool_choice",
+			"tool_choice forces tool %q, which the gateway filtered from this request (%s)", id.Display(), r)
 	}
 	return nil, nil
 }
@@ -630,22 +624,6 @@ func (f *filterRun) why() string {
 		return "none declared"
 	}
 	return strings.Join(parts, ", ")
-}
-
-// removeMembers plans the removal of the named top-level members the walk
-// recorded (ToolWalk.top) that are present; neighbours go as one run, so
-// no two removals claim the same comma.
-func removeMembers(w *ToolWalk, names ...string) {
-	var vals []jsonspan.Span
-	for i, n := range topNames {
-		if w.top[i].Start >= 0 && slices.Contains(names, n) {
-			vals = append(vals, w.top[i])
-		}
-	}
-	slices.SortFunc(vals, func(a, b jsonspan.Span) int { return a.Start - b.Start })
-	for _, e := range jsonspan.RemoveMembers(w.Doc, vals) {
-		w.Edit(e.Start, e.End, nil, true)
-	}
 }
 
 // insertMember plans a new top-level member at the end of the body.

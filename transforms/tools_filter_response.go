@@ -58,17 +58,13 @@ func (t *ToolsFilter) unexpected(x *Exchange, key string, id ToolID, reason stri
 // reason replaces that count rather than adding a second.
 func (t *ToolsFilter) count(x *Exchange, key string, id ToolID, reason string, dropped bool) {
 	if key != "" {
-		if x.unexpected == nil {
-			x.unexpected = map[string]string{}
-		}
-		if prev, ok := x.unexpected[key]; ok {
+		if prev, ok := x.NoteUnexpected(key, reason); ok {
 			if prev == "undeclared" {
 				x.UndeclaredCalls--
 			} else {
 				x.FilteredCalls--
 			}
 		}
-		x.unexpected[key] = reason
 	}
 	if reason == "undeclared" {
 		x.UndeclaredCalls++
@@ -80,10 +76,10 @@ func (t *ToolsFilter) count(x *Exchange, key string, id ToolID, reason string, d
 		x.DroppedCalls++
 		action = "drop_unexpected_call"
 	}
-	x.Decide(id.display(), action, reason)
+	x.Decide(id.Display(), action, reason)
 	if x.Logger != nil {
 		x.Logger.Warn("llm_transform: upstream called a tool the request did not offer",
-			zap.String("tool", id.display()), zap.String("reason", reason), zap.Bool("dropped", dropped))
+			zap.String("tool", id.Display()), zap.String("reason", reason), zap.Bool("dropped", dropped))
 	}
 }
 
@@ -121,7 +117,7 @@ func responsesCallID(doc []byte, item jsonspan.Span) (id ToolID, itemID, callID 
 		}
 		// Only the calls the client runs: hosted ones (web_search_call)
 		// are the upstream's own business.
-		if id.Type = builtinOfItem(typ); id.Type == "" {
+		if id.Type = BuiltinOfItem(typ); id.Type == "" {
 			return id, "", "", false
 		}
 	}
@@ -216,7 +212,7 @@ func (t *ToolsFilter) RewriteResponse(x *Exchange, body []byte) ([]byte, error) 
 	if len(edits) == 0 {
 		return body, nil
 	}
-	return x.applyEdits(body, edits), nil
+	return x.ApplyEdits(body, edits), nil
 }
 
 // filterOutput judges the calls of a Responses output array; judged, when
@@ -322,7 +318,7 @@ func (s *filterResponsesStream) Event(ev *Event, emit Emit) error {
 	if len(d) == 0 || d[0] != '{' {
 		return emit(ev)
 	}
-	typ := eventType(d)
+	typ := EventType(d)
 	if typ.Start < 0 {
 		return emit(ev)
 	}

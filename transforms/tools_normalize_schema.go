@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
+	"github.com/llmtransform/caddy-llm-transform/internal/providers"
 )
 
 func init() {
@@ -148,7 +149,7 @@ func (t *ToolsNormalizeSchema) Provision(caddy.Context) error {
 	}
 	d, ok := schemaDialects[t.Dialect]
 	if !ok {
-		return unknownPreset("dialect", t.Dialect, schemaDialects)
+		return providers.UnknownName("dialect", t.Dialect, schemaDialects)
 	}
 	t.dialect = &d
 	t.all, t.strictOnly = d.all, d.strict
@@ -234,14 +235,14 @@ func (t *ToolsNormalizeSchema) RewriteRequest(x *Exchange, body []byte) ([]byte,
 	var strictRules *schemaRules
 	// One writer and one output arena serve every schema of the request:
 	// the edits point into the arena, which only grows.
-	sw := schemaWriter{maxDepth: t.maxRefDepth, telling: x.deciding()}
+	sw := schemaWriter{maxDepth: t.maxRefDepth, telling: x.Deciding()}
 	var arena []byte
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
 		if n.Kind != NodeDefinition || n.Type != "function" {
 			continue
 		}
-		obj := n.obj()
+		obj := n.Span()
 		if n.InnerStart >= 0 {
 			obj = jsonspan.Span{Start: n.InnerStart, End: n.InnerEnd}
 		}
@@ -259,7 +260,7 @@ func (t *ToolsNormalizeSchema) RewriteRequest(x *Exchange, body []byte) ([]byte,
 			if f[1].Start >= 0 {
 				w.Edit(f[1].Start, f[1].End, []byte("false"), true)
 			}
-			x.Decide(ToolID{Namespace: n.Namespace, Name: n.Name}.display(), "strict_off",
+			x.Decide(ToolID{Namespace: n.Namespace, Name: n.Name}.Display(), "strict_off",
 				t.Dialect+": strict mode needs an object schema at the root")
 		}
 		rules := &t.all
@@ -279,28 +280,28 @@ func (t *ToolsNormalizeSchema) RewriteRequest(x *Exchange, body []byte) ([]byte,
 				// map of nothing: the function goes without strict.
 				arena = arena[:start]
 				w.Edit(f[1].Start, f[1].End, []byte("false"), true)
-				x.Decide(ToolID{Namespace: n.Namespace, Name: n.Name}.display(), "strict_off",
+				x.Decide(ToolID{Namespace: n.Namespace, Name: n.Name}.Display(), "strict_off",
 					t.Dialect+": strict mode cannot keep a map (additionalProperties as a schema)")
 				sw.reset(doc, &t.all, p, n)
 				arena = s.schema(arena, p, false)
 			}
 			out := arena[start:len(arena):len(arena)]
 			if s.err != nil {
-				s.err.Message = fmt.Sprintf("tool %q: %s", ToolID{Namespace: n.Namespace, Name: n.Name}.display(), s.err.Message)
+				s.err.Message = fmt.Sprintf("tool %q: %s", ToolID{Namespace: n.Namespace, Name: n.Name}.Display(), s.err.Message)
 				return nil, s.err
 			}
 			if s.changed {
 				w.Edit(p.Start, p.End, out, true)
-				if x.deciding() {
-					x.Decide(ToolID{Namespace: n.Namespace, Name: n.Name}.display(), "normalize_schema", t.Dialect+": "+summarize(s.did))
+				if x.Deciding() {
+					x.Decide(ToolID{Namespace: n.Namespace, Name: n.Name}.Display(), "normalize_schema", t.Dialect+": "+summarize(s.did))
 				}
 			}
 		}
 		if t.dialect.dropStrict && f[1].Start >= 0 {
 			e := jsonspan.RemoveMember(doc, f[1])
 			w.Edit(e.Start, e.End, nil, true)
-			if x.deciding() {
-				x.Decide(ToolID{Namespace: n.Namespace, Name: n.Name}.display(), "drop_strict", t.Dialect+" takes no strict flag")
+			if x.Deciding() {
+				x.Decide(ToolID{Namespace: n.Namespace, Name: n.Name}.Display(), "drop_strict", t.Dialect+" takes no strict flag")
 			}
 		}
 	}
@@ -369,29 +370,29 @@ func summarize(did map[string]bool) string {
 //
 // Each option appears once; a switch without a value is true.
 func (t *ToolsNormalizeSchema) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	b := newRuleBlock(d)
+	b := NewRuleBlock(d)
 	for {
-		more, err := b.next()
+		more, err := b.Next()
 		if !more || err != nil {
 			return err
 		}
 		switch b.Opt {
 		case "dialect":
-			err = b.one(&t.Dialect)
+			err = b.One(&t.Dialect)
 		case "type_arrays":
-			err = b.one(&t.TypeArrays)
+			err = b.One(&t.TypeArrays)
 		case "strip_keywords":
-			err = b.list(&t.StripKeywords)
+			err = b.List(&t.StripKeywords)
 		case "inline_refs":
-			err = b.flag(&t.InlineRefs)
+			err = b.Flag(&t.InlineRefs)
 		case "enum_to_string":
-			err = b.flag(&t.EnumToString)
+			err = b.Flag(&t.EnumToString)
 		case "describe_dropped":
-			err = b.flag(&t.DescribeDropped)
+			err = b.Flag(&t.DescribeDropped)
 		case "max_ref_depth":
-			t.MaxRefDepth, err = b.number()
+			t.MaxRefDepth, err = b.Number()
 		default:
-			return b.unknown()
+			return b.Unknown()
 		}
 		if err != nil {
 			return err

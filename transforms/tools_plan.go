@@ -2,12 +2,12 @@ package transforms
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/llmtransform/caddy-llm-transform/internal/providers"
 )
 
 func init() {
@@ -126,11 +126,11 @@ func (t *ToolsPlan) Provision(ctx caddy.Context) error {
 	if t.Profile == "" {
 		t.Profile = "function_only"
 	}
-	p, ok := presets[t.Profile]
+	p, ok := providers.Lookup(t.Profile)
 	if !ok {
-		return unknownPreset("profile", t.Profile, presets)
+		return providers.Unknown("profile", t.Profile)
 	}
-	base := p.plan()
+	base := presetPlan(p)
 	if t.NativeTypes == nil {
 		t.NativeTypes = base.NativeTypes
 	}
@@ -267,13 +267,6 @@ func (t *ToolsPlan) compile() error {
 	return nil
 }
 
-// unknownPreset is the error for a preset name (a profile, a dialect)
-// not among names' keys, listing them; field names the option.
-func unknownPreset[V any](field, name string, names map[string]V) error {
-	have := slices.Sorted(maps.Keys(names))
-	return fmt.Errorf("%s %q: unknown; have %s", field, name, strings.Join(have, ", "))
-}
-
 // action is what the plan does with a tool type: native, degrade, drop or
 // reject.
 func (t *ToolsPlan) action(typ string) string {
@@ -315,42 +308,42 @@ func (t *ToolsPlan) action(typ string) string {
 // Modes are none, auto, required, named and allowed_tools. Each option may
 // appear once; a type line once per type.
 func (t *ToolsPlan) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	b := newRuleBlock(d)
+	b := NewRuleBlock(d)
 	for {
-		more, err := b.next()
+		more, err := b.Next()
 		if !more || err != nil {
 			return err
 		}
 		switch b.Opt {
 		case "profile":
-			err = b.one(&t.Profile)
+			err = b.One(&t.Profile)
 		case "native_types":
-			err = b.list(&t.NativeTypes)
+			err = b.List(&t.NativeTypes)
 		case "unknown_types":
-			err = b.one(&t.UnknownTypes)
+			err = b.One(&t.UnknownTypes)
 		case "namespaces":
-			err = b.one(&t.Namespaces)
+			err = b.One(&t.Namespaces)
 		case "namespace_separator":
-			err = b.one(&t.NamespaceSeparator)
+			err = b.One(&t.NamespaceSeparator)
 		case "tool_choice":
-			err = b.list(&t.ToolChoice)
+			err = b.List(&t.ToolChoice)
 		case "thinking_tool_choice":
-			err = b.list(&t.ThinkingToolChoice)
+			err = b.List(&t.ThinkingToolChoice)
 		case "unsupported_choice":
-			err = b.one(&t.UnsupportedChoice)
+			err = b.One(&t.UnsupportedChoice)
 		case "max_tools":
 			var n int
-			if n, err = b.number(); err == nil {
+			if n, err = b.Number(); err == nil {
 				t.MaxTools = &n
 			}
 		case "name_pattern":
-			err = b.one(&t.NamePattern)
+			err = b.One(&t.NamePattern)
 		case "max_name_length":
-			t.MaxNameLength, err = b.number()
+			t.MaxNameLength, err = b.Number()
 		case "thinking_models":
-			err = b.list(&t.ThinkingModels)
+			err = b.List(&t.ThinkingModels)
 		case "thinking_fields":
-			err = b.list(&t.ThinkingFields)
+			err = b.List(&t.ThinkingFields)
 		default:
 			// A tool type and its action: "web_search drop".
 			if len(b.Args) != 1 || !slices.Contains([]string{actNative, actDegrade, actDrop, actReject}, b.Args[0]) {

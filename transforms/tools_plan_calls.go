@@ -53,7 +53,7 @@ func (p *toolPlan) writeHistory() {
 				return ow.Close()
 			})
 		default:
-			b := builtinOfItem(n.Type)
+			b := BuiltinOfItem(n.Type)
 			if b == "" || p.t.action(b) != actDegrade {
 				continue
 			}
@@ -106,7 +106,7 @@ func (p *toolPlan) dropHostedCalls() {
 			flush()
 			continue
 		}
-		if len(run) > 0 && run[len(run)-1].item+1 != n.item {
+		if len(run) > 0 && run[len(run)-1].Index()+1 != n.Index() {
 			flush()
 		}
 		p.x.Decide(h, "drop", "a "+n.Type+" in the history: the upstream has no "+h+" tool")
@@ -137,25 +137,25 @@ func builtinHistoryCall(dst, doc []byte, n *ToolNode, typ, name string) []byte {
 		}
 	case "apply_patch":
 		args = []byte(`{"operation":`)
-		args = appendRawOr(args, doc, f[3], "{}")
+		args = jsonspan.AppendRawOr(args, doc, f[3], "{}")
 		args = append(args, '}')
 	case "computer":
 		args = []byte(`{"action":`)
-		args = appendRawOr(args, doc, f[2], "{}")
+		args = jsonspan.AppendRawOr(args, doc, f[2], "{}")
 		args = append(args, '}')
 	case "tool_search":
 		if a := f[4]; a.Start >= 0 && doc[a.Start] == '"' {
 			s, _ := jsonspan.StringValue(doc, a)
 			args = []byte(s)
 		} else {
-			args = appendRawOr(nil, doc, f[4], "{}")
+			args = jsonspan.AppendRawOr(nil, doc, f[4], "{}")
 		}
 	}
 	ow := jsonspan.NewObj(dst)
 	ow.Key("type")
 	ow.B = append(ow.B, `"function_call"`...)
 	ow.Key("call_id")
-	ow.B = appendRawOr(ow.B, doc, f[0], `""`)
+	ow.B = jsonspan.AppendRawOr(ow.B, doc, f[0], `""`)
 	ow.Key("name")
 	ow.B = jsonspan.AppendStringStr(ow.B, name)
 	ow.Key("arguments")
@@ -165,13 +165,6 @@ func builtinHistoryCall(dst, doc []byte, n *ToolNode, typ, name string) []byte {
 		ow.B = append(ow.B, doc[f[1].Start:f[1].End]...)
 	}
 	return ow.Close()
-}
-
-func appendRawOr(dst, doc []byte, sp jsonspan.Span, or string) []byte {
-	if sp.Start < 0 {
-		return append(dst, or...)
-	}
-	return append(dst, doc[sp.Start:sp.End]...)
 }
 
 // builtinHistoryOutput writes a built-in call's output as a
@@ -184,12 +177,12 @@ func builtinHistoryOutput(dst, doc []byte, n *ToolNode) []byte {
 	ow.Key("type")
 	ow.B = append(ow.B, `"function_call_output"`...)
 	ow.Key("call_id")
-	ow.B = appendRawOr(ow.B, doc, f[0], `""`)
+	ow.B = jsonspan.AppendRawOr(ow.B, doc, f[0], `""`)
 	ow.Key("output")
 	out := f[1]
 	switch {
 	case n.Type == "tool_search_output":
-		ow.B = jsonspan.AppendString(ow.B, appendRawOr(nil, doc, f[2], "[]"))
+		ow.B = jsonspan.AppendString(ow.B, jsonspan.AppendRawOr(nil, doc, f[2], "[]"))
 	case out.Start >= 0 && doc[out.Start] == '"':
 		ow.B = append(ow.B, doc[out.Start:out.End]...)
 	case n.Type == "shell_call_output" && out.Start >= 0 && doc[out.Start] == '[':

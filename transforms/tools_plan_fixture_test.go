@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"os"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 
+	"github.com/llmtransform/caddy-llm-transform/internal/providers"
 	"github.com/tidwall/gjson"
 )
 
@@ -20,11 +20,7 @@ func TestToolsPlanCodexFixtureEveryPreset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := make([]string, 0, len(presets))
-	for n := range presets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := providers.Names()
 	// What each degraded tool of the fixture must come back as, with the
 	// arguments a model would send.
 	degraded := map[string]struct{ item, args string }{
@@ -39,7 +35,8 @@ func TestToolsPlanCodexFixtureEveryPreset(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			plan := presets[profile].plan()
+			p, _ := providers.Lookup(profile)
+			plan := presetPlan(p)
 			rule := regexp.MustCompile(plan.NamePattern)
 			tools := gjson.GetBytes(out, "tools").Array()
 			if len(tools) != 9 {

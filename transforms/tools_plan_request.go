@@ -31,19 +31,6 @@ func builtinName(typ string) string {
 	return typ
 }
 
-// builtinOfItem returns the built-in tool type of a history item type
-// (local_shell_call_output -> local_shell), or "".
-func builtinOfItem(itemType string) string {
-	base := strings.TrimSuffix(strings.TrimSuffix(itemType, "_output"), "_call")
-	switch base {
-	case "local_shell", "shell", "apply_patch", "tool_search":
-		return base
-	case "computer":
-		return "computer"
-	}
-	return ""
-}
-
 // defDecision is the plan for one definition node.
 type defDecision struct {
 	action   string // keep, rename, degrade, drop, flatten (a namespace)
@@ -96,7 +83,7 @@ func planError(code, param, format string, a ...any) *Error {
 // RewriteRequest implements RequestRewriter.
 func (t *ToolsPlan) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 	if t.custom != nil && mayHoldCustom(body) {
-		b, err := x.rewriteNested(t.custom, body)
+		b, err := x.RewriteNested(t.custom, body)
 		if err != nil {
 			return nil, err
 		}
@@ -125,7 +112,7 @@ func (t *ToolsPlan) thinks(body []byte) bool {
 	if len(t.ThinkingModels) > 0 {
 		if m, ok := jsonspan.StringValue(body, jsonspan.LastMember(body, "model")); ok {
 			for _, g := range t.ThinkingModels {
-				if globMatch(g, m) {
+				if GlobMatch(g, m) {
 					return true
 				}
 			}
@@ -184,10 +171,10 @@ func (p *toolPlan) run() ([]byte, error) {
 			"tools %q and %q both map to the upstream name %q under %s; rename one of them",
 			clashName(clash.a), clashName(clash.b), clash.name, p.t.NamePattern)
 	}
-	if p.x.deciding() {
+	if p.x.Deciding() {
 		p.decideNames()
 	}
-	edits := len(w.edits)
+	edits := w.Edits()
 	choiceEdit, err := p.planChoice()
 	if err != nil {
 		return nil, err
@@ -205,16 +192,16 @@ func (p *toolPlan) run() ([]byte, error) {
 		p.removeTools()()
 	case p.emptyTop:
 		p.x.Decide("tools", "drop", "no tool is left for the upstream: tools is not sent")
-		e := jsonspan.RemoveMember(w.Doc, w.tools)
+		e := jsonspan.RemoveMember(w.Doc, w.Top("tools"))
 		w.Edit(e.Start, e.End, nil, true)
 	case choiceEdit != nil:
 		choiceEdit()
 	}
 	p.writeHistory()
-	if len(w.edits) == edits {
+	if w.Edits() == edits {
 		return w.Doc, nil
 	}
-	p.x.Tools().reserve(len(p.codec.names))
+	p.x.Tools().Reserve(len(p.codec.names))
 	for k, up := range p.codec.names {
 		client := ToolID{Type: k.typ, Namespace: k.ns, Name: k.name}
 		upID := ToolID{Type: "function", Name: up}
@@ -289,9 +276,9 @@ func (p *toolPlan) planDefinitions() error {
 		}
 		d := &defDecision{deferred: p.deferred(n)}
 		p.defs[i] = d
-		inNS := n.parent >= 0
+		inNS := n.Parent() >= 0
 		if inNS {
-			if pd := p.defs[int(n.parent)]; pd != nil && pd.action == "drop" {
+			if pd := p.defs[int(n.Parent())]; pd != nil && pd.action == "drop" {
 				d.action = "drop"
 				continue
 			}
@@ -391,7 +378,7 @@ func (p *toolPlan) planHistory() {
 				p.addName(p.historyKey(n.Namespace, n.Name))
 			}
 		default:
-			b := builtinOfItem(n.Type)
+			b := BuiltinOfItem(n.Type)
 			if b == "" || p.t.action(b) != actDegrade {
 				continue
 			}

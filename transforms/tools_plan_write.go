@@ -17,19 +17,19 @@ var namespaceKey = []byte(`"namespace"`)
 // gets.
 func (p *toolPlan) writeDefinitions() error {
 	w := p.w
-	lists := make([][]int, len(w.roots))
+	lists := make([][]int, len(w.Lists()))
 	for i := range w.Nodes {
-		if n := &w.Nodes[i]; n.Kind == NodeDefinition && n.parent < 0 {
-			lists[n.root] = append(lists[n.root], i)
+		if n := &w.Nodes[i]; n.Kind == NodeDefinition && n.Parent() < 0 {
+			lists[n.List()] = append(lists[n.List()], i)
 		}
 	}
 	wroteTop := false
 	for r, list := range lists {
-		sp := w.listSpan(int32(r))
+		sp := w.ListSpan(r)
 		if sp.Start < 0 {
 			continue
 		}
-		top := w.roots[r] == "tools"
+		top := w.Lists()[r] == "tools"
 		if p.noTools() {
 			if !top && len(list) > 0 {
 				// The top-level list goes whole; these lists are emptied.
@@ -39,7 +39,7 @@ func (p *toolPlan) writeDefinitions() error {
 		}
 		out, changed := p.entries(make([]byte, 0, sp.End-sp.Start+sp.End/8+64), 0, list)
 		if p.strays(sp, list) {
-			p.x.Decide(w.roots[r], "drop", "entries that are not tool objects")
+			p.x.Decide(w.Lists()[r], "drop", "entries that are not tool objects")
 			changed = true
 		}
 		if top {
@@ -204,7 +204,7 @@ func (p *toolPlan) entries(out []byte, base int, list []int) ([]byte, bool) {
 				out = append(out, doc[n.Start:n.End]...)
 			} else {
 				out = p.sep(out, base)
-				out = p.function(out, doc, n.obj(), d.client, w.Protocol == ProtocolChat)
+				out = p.function(out, doc, n.Span(), d.client, w.Protocol == ProtocolChat)
 				changed = true
 			}
 			p.count++
@@ -268,8 +268,8 @@ func (p *toolPlan) notChosen(n *ToolNode, d *defDecision) bool {
 func (p *toolPlan) children(i int) []int {
 	w := p.w
 	var c []int
-	end := int(w.Nodes[i].next)
-	for j := i + 1; j < end; j = int(w.Nodes[j].next) {
+	end := int(w.Nodes[i].Next())
+	for j := i + 1; j < end; j = int(w.Nodes[j].Next()) {
 		c = append(c, j)
 	}
 	return c
@@ -399,7 +399,7 @@ func (p *toolPlan) planChoice() (func(), error) {
 		}
 	}
 	if top.Type == "" {
-		mode, _ := jsonspan.StringValue(doc, top.obj())
+		mode, _ := jsonspan.StringValue(doc, top.Span())
 		switch {
 		case modes[mode]:
 			return nil, nil
@@ -613,7 +613,7 @@ func (p *toolPlan) namedChoice(k codecKey, chat bool) string {
 // removeChoice deletes the tool_choice member.
 func (p *toolPlan) removeChoice(top *ToolNode) func() {
 	return func() {
-		e := jsonspan.RemoveMember(p.w.Doc, top.obj())
+		e := jsonspan.RemoveMember(p.w.Doc, top.Span())
 		p.w.Edit(e.Start, e.End, nil, true)
 	}
 }
@@ -621,5 +621,5 @@ func (p *toolPlan) removeChoice(top *ToolNode) func() {
 // removeTools deletes tools and tool_choice: the request must not call
 // tools and the upstream cannot be told so.
 func (p *toolPlan) removeTools() func() {
-	return func() { removeMembers(p.w, "tools", "tool_choice") }
+	return func() { p.w.RemoveTopMembers("tools", "tool_choice") }
 }

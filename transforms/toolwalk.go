@@ -2,7 +2,9 @@ package transforms
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
@@ -114,8 +116,6 @@ type ToolWalk struct {
 	rootSpans []jsonspan.Span
 	tools     jsonspan.Span // top-level "tools" and "tool_choice" values
 	echo      bool          // an edit touched a definition or tool_choice
-	// repeated is the first definition that repeats a key of its
-	// identity (type, name, namespace), or -1.
 	// top are the values of the top-level members that hold or steer
 	// tools, by the top* constants, found in the walk's one pass so rules
 	// that remove them need no second one.
@@ -131,11 +131,7 @@ type ToolWalk struct {
 // or a namespace's tools), or the top-level tools member when it repeats. Rules read the first of such keys and upstreams the last, so a rule
 // that lets tools through by name must refuse it.
 func (w *ToolWalk) Repeated() (where string, ok bool) {
-	switch {
-	case w.ambiguous != "":
-		return w.ambiguous, true
-	}
-	return "", false
+	return w.ambiguous, w.ambiguous != ""
 }
 
 // nodePool recycles node lists: a long history has thousands of nodes, and
@@ -373,11 +369,11 @@ func (w *ToolWalk) definitions(start int, parent int32, root string) int {
 	return end
 }
 
-// listSpan returns the array of the top-level definition list a node sits
-// in ("tools", or an additional_tools item's), or NoSpan.
-func (w *ToolWalk) listSpan(root int32) jsonspan.Span {
-	if root >= 0 && int(root) < len(w.rootSpans) {
-		return w.rootSpans[root]
+// ListSpan returns the array of the list Lists()[list] when it is a
+// definition list ("tools", or an additional_tools item's), or NoSpan.
+func (w *ToolWalk) ListSpan(list int) jsonspan.Span {
+	if list >= 0 && list < len(w.rootSpans) {
+		return w.rootSpans[list]
 	}
 	return jsonspan.NoSpan()
 }
@@ -619,9 +615,9 @@ func (w *ToolWalk) replaceWith(n *ToolNode, size int, exact bool, write func(dst
 	}
 }
 
-// measure returns the length write appends, writing into a buffer the
+// Measure returns the length write appends, writing into a buffer the
 // walk reuses.
-func (w *ToolWalk) measure(write func(dst []byte) []byte) int {
+func (w *ToolWalk) Measure(write func(dst []byte) []byte) int {
 	w.scratch = write(w.scratch[:0])
 	return len(w.scratch)
 }
@@ -631,7 +627,7 @@ func (w *ToolWalk) measure(write func(dst []byte) []byte) int {
 // replacement that is small next to the body, the second write costs less
 // than building the whole body.
 func (w *ToolWalk) ReplaceMeasured(n *ToolNode, write func(dst []byte) []byte) {
-	w.replaceWith(n, w.measure(write), true, write)
+	w.replaceWith(n, w.Measure(write), true, write)
 }
 
 // Rename plans a new name for a node: only the bytes of its name change,
@@ -672,7 +668,7 @@ func (w *ToolWalk) Rewrite() []byte {
 	if w.echo {
 		w.x.echo.needed = true
 	}
-	return w.x.applyEdits(w.Doc, w.edits)
+	return w.x.ApplyEdits(w.Doc, w.edits)
 }
 
 // The top-level members a walk records, by their index in ToolWalk.top.
@@ -739,4 +735,73 @@ func (w *ToolWalk) str(doc []byte, sp jsonspan.Span) string {
 // nothing from interning and must not grow a map as large as itself.
 const maxInterned = 1024
 
-func (n *ToolNode) obj() jsonspan.Span { return jsonspan.Span{Start: n.Start, End: n.End} }
+// Span is the node's object in the body: Start to End.
+func (n *ToolNode) Span() jsonspan.Span { return jsonspan.Span{Start: n.Start, End: n.End} }
+
+// Parent is the index in ToolWalk.Nodes of the namespace definition that
+// holds a definition, or -1 for one outside any namespace.
+func (n *ToolNode) Parent() int { return int(n.parent) }
+
+// List is the index in ToolWalk.Lists of the list a definition outside
+// any namespace, or an allowed_tools choice entry, sits in.
+func (n *ToolNode) List() int { return int(n.root) }
+
+// Next is, for a definition, the index in ToolWalk.Nodes of its next
+// sibling: the nodes between are the definitions a namespace holds.
+func (n *ToolNode) Next() int { return int(n.next) }
+
+// Index is the node's position in its array: the history item or Chat
+// message, the definition in its list, or the allowed_tools entry.
+func (n *ToolNode) Index() int { return int(n.item) }
+
+// InputSpan, TypeSpan and IDSpan are a Responses history item's "input",
+// "type" and "id" values, or NoSpan.
+func (n *ToolNode) InputSpan() jsonspan.Span { return n.input.span() }
+
+// TypeSpan: see InputSpan.
+func (n *ToolNode) TypeSpan() jsonspan.Span { return n.typ.span() }
+
+// IDSpan: see InputSpan.
+func (n *ToolNode) IDSpan() jsonspan.Span { return n.id.span() }
+
+// Lists are the names of the lists the walk's definitions and
+// allowed_tools entries sit in ("tools", "input[3].tools",
+// "tool_choice.tools"), by ToolNode.List.
+func (w *ToolWalk) Lists() []string { return w.roots }
+
+// Top returns the value of a top-level member that holds or steers tools
+// ("tools", "tool_choice", "parallel_tool_calls", and Chat's legacy
+// "functions" and "function_call"), or NoSpan when the body has none.
+func (w *ToolWalk) Top(key string) jsonspan.Span {
+	if i := slices.Index(topNames[:], key); i >= 0 {
+		return w.top[i]
+	}
+	return jsonspan.NoSpan()
+}
+
+// RemoveTopMembers plans the removal of the named top-level members
+// (see Top) that are present; neighbours go as one run, so no two
+// removals claim the same comma.
+func (w *ToolWalk) RemoveTopMembers(names ...string) {
+	var vals []jsonspan.Span
+	for i, n := range topNames {
+		if w.top[i].Start >= 0 && slices.Contains(names, n) {
+			vals = append(vals, w.top[i])
+		}
+	}
+	slices.SortFunc(vals, func(a, b jsonspan.Span) int { return a.Start - b.Start })
+	for _, e := range jsonspan.RemoveMembers(w.Doc, vals) {
+		w.Edit(e.Start, e.End, nil, true)
+	}
+}
+
+// BuiltinOfItem returns the built-in tool type of a Responses history
+// item type (local_shell_call_output -> local_shell), or "".
+func BuiltinOfItem(itemType string) string {
+	base := strings.TrimSuffix(strings.TrimSuffix(itemType, "_output"), "_call")
+	switch base {
+	case "local_shell", "shell", "apply_patch", "tool_search", "computer":
+		return base
+	}
+	return ""
+}

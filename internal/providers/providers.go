@@ -1,0 +1,198 @@
+// Package providers is the one table of what the gateway knows about each
+// upstream provider: its tool limits and name rule, the tool_choice modes
+// it takes with and without thinking, how to tell a thinking request, and
+// the Chat knobs for output tokens and reasoning. tools_plan and the
+// protocol bridges read their profiles from it, so a provider is added or
+// corrected in one row. docs/providers.md gives the sources.
+package providers
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
+)
+
+// tool_choice modes a profile lists.
+const (
+	ChoiceNone     = "none"
+	ChoiceAuto     = "auto"
+	ChoiceRequired = "required"
+	ChoiceNamed    = "named"
+	ChoiceAllowed  = "allowed_tools"
+)
+
+// SafeMaxTools is the cap used where no source gives one: OpenAI's 128,
+// which every provider that publishes a cap shares.
+const SafeMaxTools = 128
+
+// SafeNamePattern is the name rule used where no source gives one:
+// OpenAI's Chat rule, the strictest common one.
+const SafeNamePattern = `^[a-zA-Z0-9_-]{1,64}$`
+
+// Reasoning says what a provider wants of earlier turns' reasoning.
+const (
+	// ReasoningStrip: the provider ignores or refuses it.
+	ReasoningStrip = "strip"
+	// ReasoningReplay: every assistant turn carries its reasoning back.
+	ReasoningReplay = "replay"
+	// ReasoningToolCalls: turns with tool calls carry it back (Kimi).
+	ReasoningToolCalls = "tool_calls"
+)
+
+// Profile is one provider's facts.
+type Profile struct {
+	// NativeTypes are the tool types taken as they are, besides function.
+	NativeTypes []string
+	// ToolChoice and ThinkingToolChoice are the tool_choice modes taken
+	// without and while thinking.
+	ToolChoice, ThinkingToolChoice []string
+	// MaxTools is the most tools one request may declare.
+	MaxTools int
+	// NamePattern is the rule tool names must match.
+	NamePattern string
+	// ThinkingModels are model globs that always think; ThinkingFields are
+	// request fields (path or path=value) that switch thinking on.
+	ThinkingModels, ThinkingFields []string
+
+	// MaxTokensField is the Chat field for the output cap, and MaxTokens
+	// the cap sent when the client gives none (0: send none).
+	MaxTokensField string
+	MaxTokens      int
+	// Reasoning is what the provider wants of earlier turns' reasoning.
+	Reasoning string
+	// Effort appends the Chat fields for a Responses reasoning effort
+	// ("" when the client sent none); nil when the provider has no knob.
+	Effort func(dst []byte, effort string) []byte
+	// StreamThinking: the provider thinks only on streams and refuses a
+	// non-streaming call with thinking on (DashScope).
+	StreamThinking bool
+	// Verbosity: the provider takes OpenAI's verbosity field.
+	Verbosity bool
+}
+
+var (
+	modesAll      = []string{ChoiceNone, ChoiceAuto, ChoiceRequired, ChoiceNamed}
+	modesUnforced = []string{ChoiceNone, ChoiceAuto}
+	modesOpenAI   = []string{ChoiceNone, ChoiceAuto, ChoiceRequired, ChoiceNamed, ChoiceAllowed}
+)
+
+// effortField is OpenAI's reasoning_effort.
+func effortField(dst []byte, effort string) []byte {
+	if effort == "" {
+		return dst
+	}
+	dst = append(dst, `,"reasoning_effort":`...)
+	return jsonspan.AppendStringStr(dst, effort)
+}
+
+// thinkingSwitch is the providers' thinking:{type} knob: "none" turns
+// thinking off, another effort on.
+func thinkingSwitch(on string) func([]byte, string) []byte {
+	return func(dst []byte, effort string) []byte {
+		switch effort {
+		case "":
+			return dst
+		case "none":
+			return append(dst, `,"thinking":{"type":"disabled"}`...)
+		}
+		return append(dst, `,"thinking":{"type":"`+on+`"}`...)
+	}
+}
+
+// profiles are the providers by profile name. Where the sources give no
+// number, the value is the safe one and the comment says so.
+var profiles = map[string]Profile{
+	// A Responses or Chat upstream that takes function tools and nothing
+	// else, with OpenAI's limits.
+	"function_only": {ToolChoice: modesAll, ThinkingToolChoice: modesAll, MaxTools: 128, NamePattern: `^[a-zA-Z0-9_-]{1,64}$`,
+		MaxTokensField: "max_tokens", MaxTokens: 32768, Reasoning: ReasoningStrip, Effort: effortField},
+	// OpenAI Chat Completions: function and custom tools.
+	"openai_chat": {NativeTypes: []string{"custom"}, ToolChoice: modesOpenAI, ThinkingToolChoice: modesOpenAI, MaxTools: 128, NamePattern: `^[a-zA-Z0-9_-]{1,64}$`,
+		MaxTokensField: "max_completion_tokens", Reasoning: ReasoningStrip, Effort: effortField, Verbosity: true},
+	// No cap published (others use 128); no forced choice while thinking.
+	// DeepSeek V4 wants reasoning_content back on every tool-call turn,
+	// thinking is on unless switched off, and effort is high or max.
+	"deepseek": {ToolChoice: modesAll, ThinkingToolChoice: modesUnforced, MaxTools: SafeMaxTools, NamePattern: `^[a-zA-Z0-9_-]{1,64}$`,
+		ThinkingModels: []string{"deepseek-reasoner"}, ThinkingFields: []string{"thinking.type=enabled", "reasoning_effort", "reasoning.effort"},
+		MaxTokensField: "max_tokens", MaxTokens: 32768, Reasoning: ReasoningReplay, Effort: func(dst []byte, effort string) []byte {
+			switch effort {
+			case "":
+				return dst
+			case "none":
+				return append(dst, `,"thinking":{"type":"disabled"}`...)
+			case "xhigh", "max":
+				return append(dst, `,"thinking":{"type":"enabled"},"reasoning_effort":"max"`...)
+			}
+			return append(dst, `,"thinking":{"type":"enabled"},"reasoning_effort":"high"`...)
+		}},
+	// tool_choice modes not stated: the two every API has. Kimi refuses
+	// tool-call messages without reasoning_content while thinking (code
+	// 20015).
+	"kimi": {ToolChoice: modesUnforced, ThinkingToolChoice: modesUnforced, MaxTools: 128, NamePattern: `^[a-zA-Z_][a-zA-Z0-9_-]{2,63}$`,
+		ThinkingModels: []string{"kimi-*-thinking*"}, ThinkingFields: []string{"thinking.type=enabled"},
+		MaxTokensField: "max_tokens", MaxTokens: 32768, Reasoning: ReasoningToolCalls, Effort: func(dst []byte, effort string) []byte {
+			if effort == "none" {
+				return append(dst, `,"thinking":{"type":"disabled"}`...)
+			}
+			return dst
+		}},
+	// "auto" only; name rule not found. GLM drops earlier turns' reasoning
+	// unless clear_thinking is false ("preserved thinking"); then it wants
+	// it back, complete and in order.
+	"glm": {ToolChoice: []string{ChoiceAuto}, ThinkingToolChoice: []string{ChoiceAuto}, MaxTools: 128, NamePattern: SafeNamePattern,
+		ThinkingFields: []string{"thinking.type=enabled"},
+		MaxTokensField: "max_tokens", MaxTokens: 32768, Reasoning: ReasoningReplay, Effort: func(dst []byte, effort string) []byte {
+			if effort == "none" {
+				return append(dst, `,"thinking":{"type":"disabled"}`...)
+			}
+			return append(dst, `,"thinking":{"type":"enabled","clear_thinking":false}`...)
+		}},
+	// Cap and name rule not found; thinks on streams only.
+	"qwen": {ToolChoice: modesAll, ThinkingToolChoice: modesUnforced, MaxTools: SafeMaxTools, NamePattern: SafeNamePattern,
+		ThinkingModels: []string{"qwq*", "*-thinking*"}, ThinkingFields: []string{"enable_thinking=true"},
+		MaxTokensField: "max_tokens", MaxTokens: 32768, Reasoning: ReasoningStrip, StreamThinking: true, Effort: func(dst []byte, effort string) []byte {
+			if effort == "" {
+				return dst
+			}
+			return append(dst, `,"enable_thinking":`+strconv.FormatBool(effort != "none")...)
+		}},
+	// Cap and name rule not found. MiniMax keeps thinking apart from
+	// content only when asked to.
+	"minimax": {ToolChoice: modesAll, ThinkingToolChoice: modesAll, MaxTools: SafeMaxTools, NamePattern: SafeNamePattern,
+		MaxTokensField: "max_tokens", MaxTokens: 32768, Reasoning: ReasoningReplay, Effort: func(dst []byte, effort string) []byte {
+			dst = append(dst, `,"reasoning_split":true`...)
+			return thinkingSwitch("adaptive")(dst, effort)
+		}},
+	"gemini": {ToolChoice: modesAll, ThinkingToolChoice: modesAll, MaxTools: 128, NamePattern: `^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$`,
+		MaxTokensField: "max_tokens", MaxTokens: 32768, Reasoning: ReasoningStrip, Effort: effortField},
+	// No "none"; Claude refuses a forced choice while thinking; no cap
+	// found.
+	"bedrock": {ToolChoice: []string{ChoiceAuto, ChoiceRequired, ChoiceNamed}, ThinkingToolChoice: []string{ChoiceAuto}, MaxTools: SafeMaxTools, NamePattern: `^[a-zA-Z0-9_-]{1,64}$`,
+		ThinkingFields: []string{"thinking.type=enabled", "additionalModelRequestFields.thinking.type=enabled"},
+		MaxTokensField: "max_tokens", MaxTokens: 32768, Reasoning: ReasoningStrip},
+}
+
+// Lookup returns the profile named name. Its slices are shared: copy
+// before changing them.
+func Lookup(name string) (Profile, bool) {
+	p, ok := profiles[name]
+	return p, ok
+}
+
+// Unknown is the error for a profile name not in the table, naming the
+// option (field) and listing the profiles.
+func Unknown(field, name string) error { return UnknownName(field, name, profiles) }
+
+// UnknownName is the error for a preset name (a profile, a dialect) not
+// among names' keys, listing them; field names the option.
+func UnknownName[V any](field, name string, names map[string]V) error {
+	have := slices.Sorted(maps.Keys(names))
+	return fmt.Errorf("%s %q: unknown; have %s", field, name, strings.Join(have, ", "))
+}
+
+// Names are the profiles' names, sorted.
+func Names() []string { return slices.Sorted(maps.Keys(profiles)) }
