@@ -23,7 +23,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
 
-	_ "github.com/llmtransform/caddy-llm-transform/caddymodule"
+	_ "github.com/llmtransform/caddy-llm-transform" // the module as xcaddy builds it
 	"github.com/llmtransform/caddy-llm-transform/internal/fakeprovider"
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 )

@@ -34,7 +34,7 @@ import (
 // codexRequestFixture is the sanitized turn-1 request of Codex 0.169 with
 // gpt-5.5 (stream true, tool_choice auto, ten tools: functions, the custom
 // apply_patch, tool_search and web_search).
-const codexRequestFixture = "../transforms/testdata/codex-request.json"
+const codexRequestFixture = "../transforms/transformtest/testdata/codex-request.json"
 
 // filterPost sends body to the gateway with the given "Name: value"
 // headers on a connection of its own and returns the status, headers and

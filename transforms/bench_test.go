@@ -1,60 +1,28 @@
-package transforms
+package transforms_test
 
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmtransform/caddy-llm-transform/transforms"
+	"github.com/llmtransform/caddy-llm-transform/transforms/transformtest"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/llmtransform/caddy-llm-transform/streambuf"
 )
 
-// codexLikeRequest builds a Responses request around the real Codex turn-1
-// body, with history items appended until it reaches size bytes: messages,
-// encrypted reasoning, apply_patch custom calls and their outputs, and
-// exec_command function calls with long outputs. Items keep Codex's key
-// order (type first).
-func codexLikeRequest(tb testing.TB, size int) ([]byte, int) {
-	tb.Helper()
-	raw, err := os.ReadFile("testdata/codex-request.json")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	compact := gjson.ParseBytes(raw).Get("@ugly").Raw
-	inputEnd := gjson.Get(compact, "input").Index + len(gjson.Get(compact, "input").Raw) - 1 // the closing ]
-	patch := jstr("*** Begin Patch\n*** Update File: src/app.py\n@@ def greet():\n-print(\"Hi\")\n+print(\"Hello, world! é 🦀\")\n*** End Patch\n")
-	output := jstr(strings.Repeat("Chunk ID: 1\nOutput:\nREADME.md\nsrc/app.py \"quoted\" \\ path\n", 40))
-	var hist strings.Builder
-	items := 0
-	for i := 0; len(compact)+hist.Len() < size; i++ {
-		id := fmt.Sprintf("call_%d", i)
-		fmt.Fprintf(&hist, `,{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Working on step %s"}]}`, id)
-		fmt.Fprintf(&hist, `,{"type":"reasoning","summary":[],"encrypted_content":"%s"}`, strings.Repeat("gAAAAB", 200))
-		fmt.Fprintf(&hist, `,{"type":"custom_tool_call","id":"ctc_%s","status":"completed","call_id":"%s","name":"apply_patch","input":%s}`, id, id, patch)
-		fmt.Fprintf(&hist, `,{"type":"custom_tool_call_output","id":"ctco_%s","call_id":"%s","output":"Success. Updated the following files:\nM src/app.py\n"}`, id, id)
-		fmt.Fprintf(&hist, `,{"type":"function_call","call_id":"%sx","name":"exec_command","arguments":"{\"cmd\":\"ls -la\"}"}`, id)
-		fmt.Fprintf(&hist, `,{"type":"function_call_output","call_id":"%sx","output":%s}`, id, output)
-		items += 6
-	}
-	doc := []byte(compact[:inputEnd] + hist.String() + compact[inputEnd:])
-	if !json.Valid(doc) {
-		tb.Fatal("generated request is not JSON")
-	}
-	return doc, items
-}
-
 func BenchmarkRequestRewrite(b *testing.B) {
-	doc, items := codexLikeRequest(b, 1<<20)
-	c := chainOf(b, `[{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}]`)
+	doc, items := transformtest.CodexLikeRequest(b, 1<<20)
+	c := transformtest.Chain(b, `[{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}]`)
 	// What the handler does per request: read the model, then rewrite;
 	// the rewrite validates the whole body in the same pass.
 	rewrite := func() []byte {
-		x := NewExchange(ProtocolResponses, Limits{}, nil)
+		x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{}, nil)
 		c.Begin(x, gjson.GetBytes(doc, "model").String())
 		out, err := x.RewriteRequest(doc)
 		if err != nil || x.Invalid {
@@ -107,12 +75,12 @@ func BenchmarkRequestRewrite(b *testing.B) {
 }
 
 func BenchmarkRewriteOnly(b *testing.B) {
-	doc, _ := codexLikeRequest(b, 1<<20)
-	c := chainOf(b, `[{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}]`)
+	doc, _ := transformtest.CodexLikeRequest(b, 1<<20)
+	c := transformtest.Chain(b, `[{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}]`)
 	b.SetBytes(int64(len(doc)))
 	b.ReportAllocs()
 	for b.Loop() {
-		x := NewExchange(ProtocolResponses, Limits{}, nil)
+		x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{}, nil)
 		c.Begin(x, "m")
 		if _, err := x.RewriteRequest(doc); err != nil {
 			b.Fatal(err)
@@ -126,7 +94,7 @@ func BenchmarkRewriteOnly(b *testing.B) {
 func benchStream(n int) (string, int) {
 	var evs []string
 	seq := 0
-	next := func() string { s := itoa(seq); seq++; return s }
+	next := func() string { s := transformtest.Itoa(seq); seq++; return s }
 	evs = append(evs, `{"type":"response.created","sequence_number":`+next()+`,"response":{"id":"r","status":"in_progress","output":[]}}`)
 	patch := `{"input":"*** Begin Patch\n*** Update File: src/app.py\n@@ def greet():\n-print(\"Hi\")\n+print(\"Hello, world! é 🦀\")\n*** End Patch\n"}`
 	oi := 0
@@ -135,12 +103,12 @@ func benchStream(n int) (string, int) {
 			evs = append(evs, `{"type":"response.output_text.delta","sequence_number":`+next()+`,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"some streamed words ","logprobs":[],"obfuscation":"abcdefgh"}`)
 		}
 		oi++
-		call := fnCallStream(seq, oi, "fc_"+itoa(oi), "call_"+itoa(oi), "apply_patch", patch, 12, true)
+		call := transformtest.FunctionCallStream(seq, oi, "fc_"+transformtest.Itoa(oi), "call_"+transformtest.Itoa(oi), "apply_patch", patch, 12, true)
 		seq += len(call)
 		evs = append(evs, call...)
 	}
 	evs = append(evs, `{"type":"response.completed","sequence_number":`+next()+`,"response":{"id":"r","status":"completed","output":[]}}`)
-	return sse(evs...), len(evs)
+	return transformtest.SSE(evs...), len(evs)
 }
 
 // BenchmarkStreamPipeline measures the engine alone: the stream is written
@@ -157,7 +125,7 @@ func BenchmarkStreamPipeline(b *testing.B) {
 	var allocsRules uint64
 	var ms runtime.MemStats
 	// Rules compile once per config load, not per request.
-	chain := chainOf(b, `[{"transform":"field_custom_tools_to_function"}]`)
+	chain := transformtest.Chain(b, `[{"transform":"field_custom_tools_to_function"}]`)
 	for b.Loop() {
 		t0 := time.Now()
 		var p streambuf.Parser
@@ -171,7 +139,7 @@ func BenchmarkStreamPipeline(b *testing.B) {
 		runtime.ReadMemStats(&ms)
 		before := ms.Mallocs
 		t1 := time.Now()
-		x := begin(b, chain, ProtocolResponses, []byte(patchRequest))
+		x := transformtest.Begin(b, chain, transforms.ProtocolResponses, []byte(patchRequest))
 		if _, err := x.RewriteRequest([]byte(patchRequest)); err != nil {
 			b.Fatal(err)
 		}
@@ -219,13 +187,13 @@ func BenchmarkWalkScaling(b *testing.B) {
 		big := `{"type":"custom","name":"x","description":"` + strings.Repeat(`a \"quoted\" é `, 20000) + `"}`
 		return []byte(strings.Repeat(`{"type":"namespace","name":"n","tools":[`, depth) + big + strings.Repeat(`]}`, depth))
 	}
-	c := chainOf(b, `[{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}]`)
+	c := transformtest.Chain(b, `[{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}]`)
 	run := func(body []byte) time.Duration {
 		best := time.Duration(1 << 62)
 		for range 5 {
 			runtime.GC() // each run starts from the same heap
 			t0 := time.Now()
-			x := NewExchange(ProtocolResponses, Limits{}, nil)
+			x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{}, nil)
 			c.Begin(x, "")
 			if _, err := x.RewriteRequest(body); err != nil || x.Invalid {
 				b.Fatalf("rewrite: %v", err)

@@ -85,14 +85,14 @@ type CallReleaser interface {
 	Release()
 }
 
-// relaying is implemented by call handlers that only pass a call on to a
-// later stage of the same rule, which restores it further: the call is
+// CallRelayer is implemented by call handlers that only pass a call on to
+// a later stage of the same rule, which restores it further: the call is
 // counted once, by that stage.
-type relaying interface{ relaysCall() }
+type CallRelayer interface{ RelaysCall() }
 
 // countRestored counts a call given back its client shape, once per rule.
 func countRestored(x *Exchange, h CallHandler) {
-	if _, relay := h.(relaying); !relay {
+	if _, relay := h.(CallRelayer); !relay {
 		x.Restored++
 	}
 }

@@ -160,7 +160,7 @@ type callScratch struct{ buf, idbuf, evbuf, esc, itembuf []byte }
 
 var scratchPool sync.Pool // of *callScratch
 
-func (s *responsesCalls) release() {
+func (s *responsesCalls) Release() {
 	for _, b := range [...][]byte{s.buf, s.evbuf, s.esc, s.itembuf} {
 		if cap(b) > jsonspan.MaxPooled {
 			return // a freak stream's buffers stay out of the pool
@@ -559,7 +559,7 @@ func (s *responsesCalls) End(emit Emit) error {
 func (s *responsesCalls) newCall(client ToolID, h CallHandler, itemID string, outputIndex []byte, callID string) *trackedCall {
 	s.last, s.missKnown, s.runKnown = nil, false, false // a new call may take the keys of the last one, or those that found none
 	c := &trackedCall{client: client, h: h, itemID: itemID, callID: callID, outputIndex: bytes.Clone(outputIndex)}
-	_, c.relay = h.(relaying)
+	_, c.relay = h.(CallRelayer)
 	c.quoted, _ = h.(quotedDeltaHandler)
 	for _, k := range callKeys(itemID, c.outputIndex, callID) {
 		s.open[k] = c

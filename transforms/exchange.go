@@ -21,6 +21,12 @@ type Limits struct {
 	MaxCallBuffer int
 	// MaxEvent is the most bytes held for one incomplete SSE event.
 	MaxEvent int
+	// DeferMin is the smallest rewritten request body that
+	// RewriteRequestBody leaves unbuilt, to build as the upstream reads it:
+	// below it, a copy costs less. 0 means 256 KiB; a negative value
+	// defers every size, which tests use to hold small bodies to the bytes
+	// large ones get.
+	DeferMin int
 }
 
 // Exchange is the per-request record. The request and response phases of
@@ -403,10 +409,16 @@ func (x *Exchange) RewriteNested(r RequestRewriter, body []byte) ([]byte, error)
 	return r.RewriteRequest(x, body)
 }
 
-// deferMin is the smallest rewritten body left unbuilt: below it, a copy
-// costs less than building the body piece by piece as it is read. Tests
-// lower it to hold small bodies to the same bytes.
-var deferMin = 256 << 10
+// deferMin is the smallest rewritten body left unbuilt (Limits.DeferMin).
+func (x *Exchange) deferMin() int {
+	switch {
+	case x.Limits.DeferMin < 0:
+		return 0
+	case x.Limits.DeferMin == 0:
+		return 256 << 10
+	}
+	return x.Limits.DeferMin
+}
 
 // RequestBody is a rewritten request body: built, or a document and the
 // edits that make it, applied as the body is read.

@@ -18,7 +18,7 @@ func (x *Exchange) ApplyEdits(doc []byte, edits []jsonspan.Edit) []byte {
 		return doc
 	}
 	if x.canDefer() {
-		if size, exact := jsonspan.ExactSize(doc, edits); exact && size >= deferMin {
+		if size, exact := jsonspan.ExactSize(doc, edits); exact && size >= x.deferMin() {
 			jsonspan.SortEdits(edits)
 			x.deferred = &RequestBody{doc: doc, edits: edits, size: size}
 			return nil

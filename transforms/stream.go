@@ -130,6 +130,13 @@ func (x *Exchange) NewStream() *Stream {
 	return s
 }
 
+// DisableClaims makes every event of the stream take the general way
+// through the parser, the head and the stages, instead of runs of like
+// events being claimed from their bytes. The output must be the same
+// either way: tests replay streams both ways and compare. Call it before
+// the first Write.
+func (s *Stream) DisableClaims() { s.parser.Claim = nil }
+
 // Write consumes upstream bytes. Its error is only ever a StreamAbort that
 // has already been rendered into Output; the caller should stop copying.
 func (s *Stream) Write(p []byte) error {
@@ -188,8 +195,8 @@ const maxPooledOut = 1 << 20
 // be used afterwards.
 func (s *Stream) Release() {
 	for _, st := range s.stages {
-		if r, ok := st.(*trackedStream).inner.(stageReleaser); ok {
-			r.release()
+		if r, ok := st.(*trackedStream).inner.(StreamReleaser); ok {
+			r.Release()
 		}
 	}
 	for _, b := range [][]byte{s.out, s.scratch} {
@@ -201,9 +208,10 @@ func (s *Stream) Release() {
 	s.out, s.scratch = nil, nil
 }
 
-// stageReleaser is implemented by stream stages that hold buffers worth
-// recycling once the stream is done.
-type stageReleaser interface{ release() }
+// StreamReleaser is implemented by stream stages that hold buffers worth
+// recycling: Release runs once the stream is done, and nothing of the
+// stage is used after.
+type StreamReleaser interface{ Release() }
 
 // Stopped reports whether the stream was cut by an abort.
 func (s *Stream) Stopped() bool { return s.stopped }

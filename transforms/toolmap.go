@@ -16,6 +16,18 @@ func (id ToolID) String() string {
 	return id.Namespace + "." + id.Name
 }
 
+// Display names a tool for decisions: namespace/name, or its type when it
+// has no name.
+func (id ToolID) Display() string {
+	switch {
+	case id.Name == "":
+		return id.Type
+	case id.Namespace == "" || id.Type == "namespace":
+		return id.Name
+	}
+	return id.Namespace + "/" + id.Name
+}
+
 // ToolMap is a request's tool identity map: every rule that changes how a
 // tool looks to the upstream (its type, name or namespace) links the
 // identity it was handed to the one it passed on. Links are kept per rule,

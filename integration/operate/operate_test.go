@@ -20,7 +20,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/tidwall/gjson"
 
-	_ "github.com/llmtransform/caddy-llm-transform/caddymodule"
+	_ "github.com/llmtransform/caddy-llm-transform" // the module as xcaddy builds it
 	"github.com/llmtransform/caddy-llm-transform/internal/fakeprovider"
 )
 

@@ -422,7 +422,7 @@ func escapeHeavyRequest(b *testing.B) ([]byte, int) {
 // with rounds rounds of history, each with a custom apply_patch call and
 // its output.
 func escapeHeavyBody(b *testing.B, rounds int) []byte {
-	raw, err := os.ReadFile("../../transforms/testdata/codex-request.json")
+	raw, err := os.ReadFile("../../transforms/transformtest/testdata/codex-request.json")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -427,10 +427,10 @@ type corpusTool struct {
 }
 
 // TestSchemaCorpus runs every dialect over the sample tools in
-// transforms/testdata/schemas, which are shaped like real MCP servers'
+// transforms/schema/testdata/schemas, which are shaped like real MCP servers'
 // tools, and logs what each would refuse as sent.
 func TestSchemaCorpus(t *testing.T) {
-	files, err := filepath.Glob("../../transforms/testdata/schemas/*.json")
+	files, err := filepath.Glob("../../transforms/schema/testdata/schemas/*.json")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no corpus files: %v", err)
 	}

@@ -1,0 +1,1263 @@
+package schema
+
+import (
+	"bytes"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/llmtransform/caddy-llm-transform/transforms"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
+)
+
+// schemaRules is what a rewrite of one function's parameters does; a
+// dialect gives one set for every tool and one more for strict tools.
+type schemaRules struct {
+	strip        map[string]bool // keywords removed at schema positions
+	inline       bool            // local $refs resolved in place
+	enumString   bool            // non-string enum values become strings
+	typeArrays   string          // keep, nullable or any_of
+	constEnum    bool            // const becomes a one-value enum
+	closeObjects bool            // additionalProperties false on every object
+	requireAll   bool            // every property required, the optional ones made nullable
+	formats      map[string]bool // the string formats kept; nil keeps all
+	// formatsAnyType: formats holds every format the dialect takes, on
+	// any type.
+	formatsAnyType bool
+	anyOfAlone     bool // anyOf takes no siblings but description, title, nullable
+	rootObject     bool // the root is an object schema
+	describe       bool // constraints taken out are told in the description
+	minItemsMax    int  // minItems above it is taken out; 0 keeps all
+	noBoolSchemas  bool // true and false as schemas become {}
+	localRefsOnly  bool // a reference outside the document is a 400
+}
+
+// constraintKeywords are the keywords whose loss changes what a value may
+// be; the model is told of them in the description when they go.
+var constraintKeywords = map[string]bool{
+	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
+	"multipleOf": true, "minLength": true, "maxLength": true, "pattern": true, "format": true,
+	"minItems": true, "maxItems": true, "uniqueItems": true, "minProperties": true,
+	"maxProperties": true, "const": true, "default": true,
+}
+
+// schemaWriter rewrites one function's parameters schema.
+type schemaWriter struct {
+	doc      []byte
+	r        *schemaRules
+	root     jsonspan.Span
+	maxDepth int                              // nested $ref inlining
+	maxOut   int                              // the most bytes this schema may grow to
+	outStart int                              // where this schema's output begins in the arena
+	resolved map[string]jsonspan.Span         // pointers already resolved
+	indexed  map[int]map[string]jsonspan.Span // objects a pointer crossed, by start
+	node     *transforms.ToolNode             // the function whose parameters these are, for messages
+	refs     []string                         // the $refs being inlined, innermost last
+	depth    int                              // nesting of schema objects
+	changed  bool
+	openMap  bool // a closed object was a map
+	// nullableOut: the object being written has its nullable member.
+	nullableOut bool
+	did         map[string]bool // what was done, for the decision, when telling
+	telling     bool
+	// stack holds the members of the schema objects being written, the
+	// innermost last: one slice for the whole rewrite rather than one per
+	// object.
+	stack []member
+	types []string // typeList's, reused
+	names []string // property and required names of the objects being written
+	keep  []string // required's, reused
+	err   *transforms.Error
+}
+
+// maxSchemaNesting bounds how deep schemas may nest: far beyond any real
+// tool, and short of what would make the rewrite's recursion a risk.
+const maxSchemaNesting = 200
+
+func schemaError(code, param, format string, a ...any) *transforms.Error {
+	e := transforms.BadRequest(code, param, format, a...)
+	e.Status = http.StatusBadRequest
+	return e
+}
+
+// loc names the schema being written for messages, e.g.
+// "tools[3].parameters"; only an error needs it.
+func (s *schemaWriter) loc() string {
+	if s.node == nil {
+		return "parameters"
+	}
+	if s.node.InnerStart >= 0 {
+		return s.node.Where() + ".function.parameters"
+	}
+	return s.node.Where() + ".parameters"
+}
+
+// reset readies the writer for the next function's schema, keeping its
+// buffers.
+func (s *schemaWriter) reset(doc []byte, r *schemaRules, root jsonspan.Span, node *transforms.ToolNode) {
+	s.doc, s.r, s.root, s.node = doc, r, root, node
+	s.maxOut = max(1<<20, 8*(root.End-root.Start))
+	s.outStart = -1
+	clear(s.resolved)
+	clear(s.indexed)
+	s.refs, s.stack = s.refs[:0], s.stack[:0]
+	s.depth, s.changed, s.err, s.openMap = 0, false, nil, false
+	if s.did != nil {
+		clear(s.did)
+	}
+}
+
+func (s *schemaWriter) note(what string) {
+	s.changed = true
+	if !s.telling {
+		return
+	}
+	if s.did == nil {
+		s.did = map[string]bool{}
+	}
+	s.did[what] = true
+}
+
+// members collects an object's members with their keys unescaped.
+type member struct {
+	key string
+	m   jsonspan.Member
+}
+
+// members collects an object's members on the stack; the caller drops
+// them with s.stack = s.stack[:base] when done.
+func (s *schemaWriter) members(v jsonspan.Span) []member {
+	base := len(s.stack)
+	jsonspan.EachMember(s.doc, v.Start, func(m jsonspan.Member) bool {
+		s.stack = append(s.stack, member{jsonspan.KeyName(s.doc, m.Key), m})
+		return true
+	})
+	return s.stack[base:len(s.stack):len(s.stack)]
+}
+
+func find(ms []member, key string) int {
+	for i := range ms {
+		if ms[i].key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// schema writes the schema at v, which sits at a schema position; nullable
+// asks for null to be allowed too (an optional property of a closed
+// object).
+func (s *schemaWriter) schema(out []byte, v jsonspan.Span, nullable bool) []byte {
+	if s.err != nil {
+		return out
+	}
+	if s.outStart < 0 {
+		s.outStart = len(out)
+	}
+	if len(out)-s.outStart > s.maxOut {
+		// What was written so far counts once, however deep: only
+		// inlining can make a schema outgrow its input this much.
+		s.err = schemaError("schema_too_large", s.loc(), "the schema of %s grows too large when its references are inlined", s.loc())
+		return out
+	}
+	// A schema nothing changed keeps its bytes, whitespace and all, even
+	// inside one that changed around it.
+	start, before := len(out), s.changed
+	s.changed = false
+	out = s.rewrite(out, v, nullable)
+	if !s.changed {
+		out = append(out[:start], s.doc[v.Start:v.End]...)
+	}
+	s.changed = s.changed || before
+	return out
+}
+
+func (s *schemaWriter) rewrite(out []byte, v jsonspan.Span, nullable bool) []byte {
+	doc := s.doc
+	if doc[v.Start] != '{' && s.r.noBoolSchemas {
+		// A dialect whose schemas are messages, not JSON Schema: true is
+		// the empty schema, and false (nothing is valid) has no
+		// spelling; the empty schema at least lets the call through.
+		s.note("boolean_schema")
+		if nullable {
+			return append(out, `{"nullable":true}`...)
+		}
+		return append(out, "{}"...)
+	}
+	if doc[v.Start] != '{' {
+		if nullable {
+			// true or false as a schema: true already takes null.
+			s.note("nullable")
+			return append(append(append(out, `{"anyOf":[`...), doc[v.Start:v.End]...), `,{"type":"null"}]}`...)
+		}
+		return append(out, doc[v.Start:v.End]...)
+	}
+	s.depth++
+	defer func() { s.depth-- }()
+	if s.depth > maxSchemaNesting {
+		s.err = schemaError("schema_too_deep", s.loc(), "the schema of %s nests deeper than %d levels", s.loc(), maxSchemaNesting)
+		return out
+	}
+	base := len(s.stack)
+	defer func() { s.stack = s.stack[:base] }()
+	ms := s.members(v)
+	pushed := 0
+	defer func() { s.refs = s.refs[:len(s.refs)-pushed] }()
+	if i := find(ms, "$ref"); i >= 0 && !s.r.inline && s.r.localRefsOnly {
+		if ref, _ := jsonspan.StringValue(doc, ms[i].m.Value); ref != "#" && !strings.HasPrefix(ref, "#/") {
+			s.err = schemaError("schema_ref_unresolved", s.loc(),
+				"the schema of %s refers to %q, which is not in the same document; the upstream takes only local references", s.loc(), ref)
+			return out
+		}
+	}
+	for s.r.inline || s.r.requireAll {
+		i := find(ms, "$ref")
+		if i < 0 {
+			break
+		}
+		ref, _ := jsonspan.StringValue(doc, ms[i].m.Value)
+		if !s.r.inline && !strings.HasPrefix(ref, "#/properties/") {
+			break
+		}
+		// (Where every property is made required, the optional ones
+		// nullable, a reference to a property (zod's "#/properties/a")
+		// is inlined: it must keep its own nullability, not take the
+		// nullable form its target gets.)
+		if slices.Contains(s.refs, ref) {
+			s.err = schemaError("schema_ref_cycle", s.loc(),
+				"the schema of %s refers to itself through %q (%s): the upstream needs references inlined, and a cycle cannot be", s.loc(), ref, strings.Join(append(s.refs, ref), " -> "))
+			return out
+		}
+		if len(s.refs) >= s.maxDepth {
+			s.err = schemaError("schema_ref_depth", s.loc(),
+				"the schema of %s nests $ref more than %d deep (%s)", s.loc(), s.maxDepth, strings.Join(append(s.refs, ref), " -> "))
+			return out
+		}
+		target, ok := s.pointer(ref)
+		if !ok {
+			s.err = schemaError("schema_ref_unresolved", s.loc(),
+				"the schema of %s refers to %q, which is not a schema of the same document; the upstream needs references inlined", s.loc(), ref)
+			return out
+		}
+		s.refs = append(s.refs, ref)
+		pushed++
+		s.note("inline_refs")
+		// The members beside $ref win over the target's.
+		// References are rare: their merges get their own slice.
+		merged := make([]member, 0, len(ms)+8)
+		merged = append(merged, ms[:i]...)
+		merged = append(merged, ms[i+1:]...)
+		if doc[target.Start] != '{' {
+			if len(merged) == 0 {
+				s.refs = s.refs[:len(s.refs)-1]
+				pushed--
+				return s.schema(out, target, nullable)
+			}
+			break // a boolean target beside other keywords: keep those
+		}
+		for _, tm := range s.members(target) {
+			if find(merged, tm.key) < 0 {
+				merged = append(merged, tm)
+			}
+		}
+		ms = merged
+	}
+	return s.object(out, ms, nullable)
+}
+
+// pointer resolves a local reference: "#" or a JSON pointer into the root
+// schema ("#/$defs/node"). Anything else is not ours to fetch.
+func (s *schemaWriter) pointer(ref string) (jsonspan.Span, bool) {
+	if v, ok := s.resolved[ref]; ok {
+		return v, v.Start >= 0
+	}
+	v, ok := s.walkPointer(ref)
+	if !ok {
+		v = jsonspan.NoSpan()
+	}
+	if s.resolved == nil {
+		s.resolved = map[string]jsonspan.Span{}
+	}
+	// Every use of a definition resolves it once: a schema with
+	// thousands of references to a long $defs is not scanned per use.
+	s.resolved[ref] = v
+	return v, ok
+}
+
+// member finds key in the object at v. The objects references go
+// through ($defs with thousands of entries) are indexed on first use, so
+// resolving every one of their entries costs their size once.
+func (s *schemaWriter) member(v jsonspan.Span, key string) jsonspan.Span {
+	if idx, ok := s.indexed[v.Start]; ok {
+		if m, ok := idx[key]; ok {
+			return m
+		}
+		return jsonspan.NoSpan()
+	}
+	idx := map[string]jsonspan.Span{}
+	jsonspan.EachMember(s.doc, v.Start, func(m jsonspan.Member) bool {
+		if k := jsonspan.KeyName(s.doc, m.Key); idx[k].End == 0 {
+			idx[k] = m.Value // the first of repeated keys, as everywhere
+		}
+		return true
+	})
+	if s.indexed == nil {
+		s.indexed = map[int]map[string]jsonspan.Span{}
+	}
+	s.indexed[v.Start] = idx
+	if m, ok := idx[key]; ok {
+		return m
+	}
+	return jsonspan.NoSpan()
+}
+
+// walkPointer walks a local reference from the root schema.
+func (s *schemaWriter) walkPointer(ref string) (jsonspan.Span, bool) {
+	doc := s.doc
+	v := s.root
+	if ref == "#" {
+		return v, true
+	}
+	if !strings.HasPrefix(ref, "#/") {
+		return jsonspan.NoSpan(), false
+	}
+	for _, tok := range strings.Split(ref[2:], "/") {
+		if strings.IndexByte(tok, '%') >= 0 {
+			// A pointer in a URI fragment is percent-encoded (RFC 6901 §6).
+			if dec, err := url.PathUnescape(tok); err == nil {
+				tok = dec
+			}
+		}
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch doc[v.Start] {
+		case '{':
+			v = s.member(v, tok)
+		case '[':
+			n, err := strconv.Atoi(tok)
+			if err != nil || n < 0 {
+				return jsonspan.NoSpan(), false
+			}
+			next, i := jsonspan.NoSpan(), 0
+			jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+				if i == n {
+					next = el
+					return false
+				}
+				i++
+				return true
+			})
+			v = next
+		default:
+			return jsonspan.NoSpan(), false
+		}
+		if v.Start < 0 {
+			return v, false
+		}
+	}
+	return v, doc[v.Start] == '{' || doc[v.Start] == 't' || doc[v.Start] == 'f'
+}
+
+// object writes one schema object from its members.
+func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
+	doc, r := s.doc, s.r
+	root := s.depth == 1
+	typ := s.typeOf(ms)
+	untyped := find(ms, "type") < 0 || isString(doc, ms[find(ms, "type")].m.Value, "")
+	isObject := typ == "object" || (untyped && find(ms, "properties") >= 0) || s.listHas(ms, "object")
+	// Properties first: required is filtered against them, wherever it
+	// stands.
+	// nullable is written once per object, whichever rule comes first.
+	outerNullable := s.nullableOut
+	s.nullableOut = false
+	defer func() { s.nullableOut = outerNullable }()
+	// Both name lists live on the writer's name stack, like the members.
+	base := len(s.names)
+	defer func() { s.names = s.names[:base] }()
+	if i := find(ms, "properties"); i >= 0 && doc[ms[i].m.Value.Start] == '{' {
+		jsonspan.EachMember(doc, ms[i].m.Value.Start, func(m jsonspan.Member) bool {
+			s.names = append(s.names, jsonspan.KeyName(doc, m.Key))
+			return true
+		})
+	}
+	props := s.names[base:len(s.names):len(s.names)]
+	mid := len(s.names)
+	if i := find(ms, "required"); i >= 0 {
+		if rv := ms[i].m.Value; doc[rv.Start] == '[' {
+			jsonspan.EachElement(doc, rv.Start, func(el jsonspan.Span) bool {
+				if name, ok := docString(doc, el); ok {
+					s.names = append(s.names, name)
+				}
+				return true
+			})
+		}
+	}
+	// Draft-03 marks a property required on the property itself
+	// ("required": true); every upstream reads the parent's list, so the
+	// mark moves there (the child's boolean goes as an odd required).
+	hoisted := 0
+	if i := find(ms, "properties"); i >= 0 && doc[ms[i].m.Value.Start] == '{' && bytes.Contains(doc[ms[i].m.Value.Start:ms[i].m.Value.End], []byte(`"required"`)) {
+		jsonspan.EachMember(doc, ms[i].m.Value.Start, func(m jsonspan.Member) bool {
+			if doc[m.Value.Start] == '{' {
+				if rv := jsonspan.Lookup(doc, m.Value.Start, "required"); rv.Start >= 0 && string(doc[rv.Start:rv.End]) == "true" {
+					name := jsonspan.KeyName(doc, m.Key)
+					if !slices.Contains(s.names[mid:], name) {
+						s.names = append(s.names, name)
+						hoisted++
+					}
+				}
+			}
+			return true
+		})
+	}
+	required := s.names[mid:len(s.names):len(s.names)]
+	propSet, reqSet := newNameSet(props), newNameSet(required)
+	closing := r.closeObjects && isObject
+	anyOf := r.anyOfAlone && find(ms, "anyOf") >= 0
+	// A type list written as anyOf takes no siblings either; the type
+	// member is what becomes the anyOf.
+	typeAnyOf := false
+	if i := find(ms, "type"); r.anyOfAlone && !anyOf && i >= 0 && s.typeUnion(ms[i].m.Value, nullable, ms) {
+		anyOf, typeAnyOf = true, true
+	}
+	var told []string // constraints taken out, for the description
+	// inUnion: the keyword went into a branch of the union the type list
+	// became, so it is not lost and need not be told.
+	var unionTypes []string
+	if typeAnyOf && r.typeArrays == "nullable" {
+		types, _, _, _ := s.typeList(ms[find(ms, "type")].m.Value, nullable, ms)
+		unionTypes = slices.Clone(types)
+	}
+	inUnion := func(k string) bool {
+		for _, t := range unionTypes {
+			if branchOf(k, t) && !(k == "format" && r.formats != nil) {
+				return true
+			}
+		}
+		return false
+	}
+	drop := func(m member) bool {
+		k := m.key
+		switch {
+		case r.strip[k]:
+		case k == "format" && r.formats != nil && (r.formatsAnyType || typ == "string" || typ == "") && !r.formats[stringOf(doc, m.m.Value)]:
+			// The dialect's string formats are all it takes on strings
+			// (and on untyped schemas, judged as strings); some take no
+			// other format on any type (Anthropic: not int64 either).
+		case k == "minItems" && r.minItemsMax > 0 && !smallInt(doc, m.m.Value, r.minItemsMax):
+		case anyOf && k != "anyOf" && k != "description" && k != "title" && k != "nullable" && !(typeAnyOf && k == "type"):
+		case (k == "$defs" || k == "definitions") && r.inline:
+			// Every reference is inlined: the definitions serve nobody.
+		case k == "$ref" && r.inline:
+			// a boolean target kept the keywords beside it
+		default:
+			return false
+		}
+		if r.describe && !(typeAnyOf && inUnion(k)) && (constraintKeywords[k] || (k == "additionalProperties" && doc[m.m.Value.Start] == '{')) {
+			// (A map's value schema is worth telling; a closed object's
+			// false is not.)
+			told = append(told, k+": "+string(doc[m.m.Value.Start:m.m.Value.End]))
+		}
+		if s.telling {
+			s.note("strip " + k)
+		} else {
+			s.changed = true
+		}
+		return true
+	}
+	// A schema that takes null only by being wrapped (no type, enum or
+	// anyOf to take it in) is written inside its wrap from the start:
+	// building it first and wrapping a copy after would cost its size
+	// again at every level of a deep schema.
+	wrapped := nullable && find(ms, "type") < 0 && find(ms, "enum") < 0 && find(ms, "anyOf") < 0
+	if wrapped {
+		s.note("nullable")
+		out = append(out, `{"anyOf":[`...)
+	}
+	ow := jsonspan.NewObj(out)
+	wroteDesc, wroteProps, wroteAdditional, wroteRequired := false, false, false, false
+	// A type list that becomes a union beside the schema's own anyOf:
+	// both go into one allOf (with the schema's own allOf members, if
+	// any), written where the type stands.
+	rootTypeList := root && r.rootObject && typ == "object" && find(ms, "type") >= 0 && doc[ms[find(ms, "type")].m.Value.Start] == '['
+	willMerge := !r.anyOfAlone && !rootTypeList && find(ms, "anyOf") >= 0 && find(ms, "type") >= 0 && s.typeUnion(ms[find(ms, "type")].m.Value, nullable, ms)
+	nullDone := !nullable
+	writeDesc := func(v jsonspan.Span) {
+		wroteDesc = true
+		ow.Key("description")
+		text := []byte{}
+		if v.Start >= 0 {
+			if doc[v.Start] != '"' || len(told) == 0 {
+				ow.B = append(ow.B, doc[v.Start:v.End]...)
+				return
+			}
+			text = jsonspan.Unescape(text, doc[v.Start+1:v.End-1])
+			text = append(text, ' ')
+		}
+		text = append(text, '(')
+		text = append(text, strings.Join(told, "; ")...)
+		text = append(text, ')')
+		ow.B = jsonspan.AppendString(ow.B, text)
+	}
+	// What goes is decided first: the description, wherever it stands,
+	// tells of the constraints that went.
+	var droppedBuf [16]bool
+	dropped := droppedBuf[:0]
+	if len(ms) > len(droppedBuf) {
+		dropped = make([]bool, 0, len(ms))
+	}
+	dropped = dropped[:len(ms)]
+	for i, m := range ms {
+		dropped[i] = drop(m)
+	}
+	for i, m := range ms {
+		if dropped[i] {
+			continue
+		}
+		k := m.key
+		v := m.m.Value
+		switch k {
+		case "description":
+			writeDesc(v)
+		case "properties":
+			wroteProps = true
+			ow.Key("properties")
+			ow.B = s.properties(ow.B, v, reqSet, closing && r.requireAll)
+		case "patternProperties", "dependentSchemas", "$defs", "definitions":
+			ow.Key(k)
+			ow.B = s.schemaMap(ow.B, v)
+		case "items", "additionalItems", "unevaluatedItems", "contains", "not", "if", "then", "else", "propertyNames":
+			ow.Sep()
+			ow.B = append(ow.B, doc[m.m.Key.Start:m.m.Key.End]...)
+			ow.B = append(ow.B, ':')
+			if doc[v.Start] == '[' {
+				ow.B = s.schemaList(ow.B, v, false)
+			} else {
+				ow.B = s.schema(ow.B, v, false)
+			}
+		case "prefixItems", "allOf", "oneOf":
+			if k == "allOf" && willMerge {
+				continue // its members joined the merged allOf
+			}
+			ow.Key(k)
+			ow.B = s.schemaList(ow.B, v, false)
+		case "anyOf":
+			if willMerge {
+				continue // written with the type list, in one allOf
+			}
+			ow.Key(k)
+			ow.B = s.schemaList(ow.B, v, nullable)
+			nullDone = true
+		case "additionalProperties":
+			wroteAdditional = true
+			switch {
+			case closing:
+				if string(doc[v.Start:v.End]) != "false" {
+					s.note("close_objects")
+				}
+				if doc[v.Start] == '{' || doc[v.Start] == 't' {
+					// A map (keys the schema cannot list): closing it
+					// would leave it nothing but {}.
+					s.openMap = true
+				}
+				ow.Key(k)
+				ow.B = append(ow.B, "false"...)
+			case doc[v.Start] == '{':
+				ow.Key(k)
+				ow.B = s.schema(ow.B, v, false)
+			default:
+				ow.Raw(doc, m.m)
+			}
+		case "required":
+			wroteRequired = true
+			if !isObject && find(ms, "properties") < 0 && !(root && r.rootObject) && doc[v.Start] == '[' {
+				// A branch that names properties of the schema around it
+				// ("anyOf":[{"required":["a"]},…]): nothing here to filter
+				// them against.
+				ow.Raw(doc, m.m)
+				continue
+			}
+			ow.B = s.required(&ow, m.m, props, propSet, required, closing && r.requireAll, hoisted > 0)
+		case "type":
+			if isString(doc, v, "") {
+				// An empty type names none: the schema is untyped.
+				s.note("type")
+				continue
+			}
+			if root && r.rootObject && typ == "object" && doc[v.Start] == '[' {
+				// Arguments are an object, never null.
+				s.note("root_object")
+				ow.Key("type")
+				ow.B = append(ow.B, `"object"`...)
+				continue
+			}
+			if willMerge {
+				// Two unions, the type list's and the schema's own, must
+				// both hold: one allOf of the two, not two anyOf keys.
+				ow.Key("allOf")
+				ow.B = append(ow.B, '[')
+				sub := jsonspan.NewObj(ow.B)
+				sub.B, _ = s.typeMember(&sub, v, nullable, ms)
+				ow.B = append(sub.Close(), ',')
+				own := jsonspan.NewObj(ow.B)
+				own.Key("anyOf")
+				// Both unions must take null for a nullable schema.
+				own.B = s.schemaList(own.B, ms[find(ms, "anyOf")].m.Value, nullable)
+				ow.B = own.Close()
+				if ai := find(ms, "allOf"); ai >= 0 && doc[ms[ai].m.Value.Start] == '[' {
+					jsonspan.EachElement(doc, ms[ai].m.Value.Start, func(el jsonspan.Span) bool {
+						ow.B = s.schema(append(ow.B, ','), el, false)
+						return true
+					})
+				}
+				ow.B = append(ow.B, ']')
+				nullDone = true
+				continue
+			}
+			var done bool
+			ow.B, done = s.typeMember(&ow, v, nullable, ms)
+			nullDone = nullDone || done
+		case "enum":
+			if r.constEnum && find(ms, "const") >= 0 {
+				// The const is the one value left of the enum, and becomes
+				// it.
+				s.note("const_to_enum")
+				continue
+			}
+			ow.Key(k)
+			var done bool
+			ow.B, done = s.enum(ow.B, v, nullable)
+			nullDone = nullDone || done
+			if r.enumString && r.typeArrays == "nullable" && enumHasNull(doc, v) && find(ms, "nullable") < 0 && !typeListHasNull(doc, ms) && !s.nullableOut {
+				s.nullableOut = true
+				// The null left the enum for nullable, which says it.
+				s.note("enum_to_string")
+				ow.Key("nullable")
+				ow.B = append(ow.B, "true"...)
+			}
+		case "const":
+			if r.constEnum && jsonspan.IsNull(doc, v) {
+				// null is no string: the schema allows null instead.
+				s.note("const_to_enum")
+				if r.typeArrays == "nullable" && find(ms, "nullable") < 0 && !s.nullableOut {
+					s.nullableOut = true
+					ow.Key("nullable")
+					ow.B = append(ow.B, "true"...)
+				}
+				continue
+			}
+			if r.constEnum {
+				s.note("const_to_enum")
+				ow.Key("enum")
+				ow.B = append(ow.B, '[')
+				ow.B = s.enumValue(ow.B, v)
+				ow.B = append(ow.B, ']')
+				continue
+			}
+			ow.Raw(doc, m.m)
+		default:
+			ow.Raw(doc, m.m)
+		}
+	}
+	if r.enumString && !anyOf && untyped && (find(ms, "enum") >= 0 || (r.constEnum && find(ms, "const") >= 0)) {
+		// The values are strings now; a dialect that wants string enums
+		// wants the type said.
+		s.note("enum_to_string")
+		ow.Key("type")
+		ow.B = append(ow.B, `"string"`...)
+	}
+	if len(told) > 0 && !wroteDesc {
+		writeDesc(jsonspan.NoSpan())
+	}
+	if root && r.rootObject && untyped && find(ms, "$ref") >= 0 && !objectRoot(doc, s.root) && s.err == nil {
+		s.err = schemaError("schema_root_not_object", s.loc(),
+			"the schema of %s refers at its root to a schema that is not an object; the upstream takes only an object schema there", s.loc())
+	}
+	if root && r.rootObject && untyped && !anyOf {
+		s.note("root_object")
+		ow.Key("type")
+		ow.B = append(ow.B, `"object"`...)
+		isObject = true
+	}
+	if root && r.rootObject && !isObject && s.err == nil {
+		// Arguments are an object: a root of another type is no schema
+		// the upstream can take, and none we could make of it.
+		what := "a union"
+		if i := find(ms, "type"); i >= 0 {
+			what = "type " + string(doc[ms[i].m.Value.Start:ms[i].m.Value.End])
+		}
+		s.err = schemaError("schema_root_not_object", s.loc(),
+			"the schema of %s has %s at its root; the upstream takes only an object schema there", s.loc(), what)
+	}
+	if isObject && !wroteProps && !anyOf {
+		s.note("properties")
+		ow.Key("properties")
+		ow.B = append(ow.B, "{}"...)
+	}
+	if closing && !wroteAdditional {
+		s.note("close_objects")
+		ow.Key("additionalProperties")
+		ow.B = append(ow.B, "false"...)
+	}
+	switch {
+	case closing && r.requireAll && !wroteRequired && len(props) > 0:
+		s.note("close_objects")
+		ow.Key("required")
+		ow.B = appendNames(ow.B, props)
+	case hoisted > 0 && !wroteRequired:
+		s.note("required")
+		ow.Key("required")
+		ow.B = appendNames(ow.B, required)
+	}
+	if wrapped {
+		return append(ow.Close(), `,{"type":"null"}]}`...)
+	}
+	if !nullDone && s.err == nil {
+		// No type, enum or anyOf took the null in after all (a type no
+		// rule can read): allow it beside the schema.
+		s.note("nullable")
+		body := ow.Close()
+		start := len(out)
+		inner := slices.Clone(body[start:])
+		return append(append(append(body[:start], `{"anyOf":[`...), inner...), `,{"type":"null"}]}`...)
+	}
+	return ow.Close()
+}
+
+func stringOf(doc []byte, v jsonspan.Span) string {
+	s, _ := docString(doc, v)
+	return s
+}
+
+// docString is jsonspan.StringValue without the copy for a string with no
+// escapes: the request body outlives the rewrite, and schemas repeat the
+// same few type names thousands of times.
+func docString(doc []byte, v jsonspan.Span) (string, bool) {
+	if v.Start < 0 || v.End-v.Start < 2 || doc[v.Start] != '"' {
+		return "", false
+	}
+	raw := doc[v.Start+1 : v.End-1]
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return jsonspan.UnsafeString(raw), true
+	}
+	return jsonspan.StringValue(doc, v)
+}
+
+// isString reports whether the JSON value at v is the string t, as
+// written.
+func isString(doc []byte, v jsonspan.Span, t string) bool {
+	return v.End-v.Start == len(t)+2 && doc[v.Start] == '"' && string(doc[v.Start+1:v.End-1]) == t
+}
+
+func smallInt(doc []byte, v jsonspan.Span, max int) bool {
+	n, err := strconv.Atoi(string(doc[v.Start:v.End]))
+	return err == nil && n <= max
+}
+
+// typeOf is a schema's single type: its type, or the one type of a list
+// besides null (["object","null"] is an object schema too); "" when
+// there is none or several.
+func (s *schemaWriter) typeOf(ms []member) string {
+	i := find(ms, "type")
+	if i < 0 {
+		return ""
+	}
+	doc, v := s.doc, ms[i].m.Value
+	if t, ok := docString(doc, v); ok {
+		return t
+	}
+	if doc[v.Start] != '[' {
+		return ""
+	}
+	one, n := "", 0
+	jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+		t, ok := docString(doc, el)
+		switch {
+		case !ok:
+			n = 2
+		case t != "null":
+			one = t
+			n++
+		}
+		return n < 2
+	})
+	if n == 1 {
+		return one
+	}
+	return ""
+}
+
+// typeUnion reports whether the type member at v will be written as an
+// anyOf of single types (a list of several types, or any_of with null),
+// as typeMember writes it.
+func (s *schemaWriter) typeUnion(v jsonspan.Span, nullable bool, ms []member) bool {
+	types, list, _, _ := s.typeList(v, nullable, ms)
+	if !list || s.r.typeArrays == "keep" || s.r.typeArrays == "" {
+		return false
+	}
+	others := 0
+	for _, t := range types {
+		if t != "null" {
+			others++
+		}
+	}
+	return others > 1 || (others == 1 && s.r.typeArrays == "any_of" && len(types) > 1)
+}
+
+// typeKeywords are the keywords that constrain one type only, by the
+// type ("number" stands for integer too).
+var typeKeywords = map[string]string{
+	"items": "array", "prefixItems": "array", "minItems": "array", "maxItems": "array",
+	"uniqueItems": "array", "contains": "array",
+	"properties": "object", "required": "object", "additionalProperties": "object",
+	"patternProperties": "object", "minProperties": "object", "maxProperties": "object",
+	"propertyNames": "object",
+	"minLength":     "string", "maxLength": "string", "pattern": "string", "format": "string",
+	"minimum": "number", "maximum": "number", "exclusiveMinimum": "number",
+	"exclusiveMaximum": "number", "multipleOf": "number",
+}
+
+// branchOf reports whether keyword k constrains type t.
+func branchOf(k, t string) bool {
+	kt, ok := typeKeywords[k]
+	return ok && (kt == t || (kt == "number" && t == "integer"))
+}
+
+// typeBranch writes into the union branch of type t the members of ms
+// that constrain t, as the dialect wants them.
+func (s *schemaWriter) typeBranch(ow *jsonspan.ObjWriter, t string, ms []member) {
+	doc := s.doc
+	for _, m := range ms {
+		if !branchOf(m.key, t) || s.r.strip[m.key] {
+			continue
+		}
+		v := m.m.Value
+		switch m.key {
+		case "items", "contains", "propertyNames":
+			ow.Key(m.key)
+			if doc[v.Start] == '[' {
+				ow.B = s.schemaList(ow.B, v, false)
+			} else {
+				ow.B = s.schema(ow.B, v, false)
+			}
+		case "prefixItems":
+			ow.Key(m.key)
+			ow.B = s.schemaList(ow.B, v, false)
+		case "properties":
+			ow.Key(m.key)
+			ow.B = s.properties(ow.B, v, nameSet{}, false)
+		case "patternProperties":
+			ow.Key(m.key)
+			ow.B = s.schemaMap(ow.B, v)
+		case "format":
+			if s.r.formats == nil || s.r.formats[stringOf(doc, v)] {
+				ow.Raw(doc, m.m)
+			}
+		default:
+			ow.Raw(doc, m.m)
+		}
+	}
+}
+
+// typeList is the types the member at v stands for once the dialect's
+// enum and nullable rules are applied, and whether they are a list; no
+// types when the member is not a string or a list of strings. enumed
+// and nulled report what those rules changed.
+func (s *schemaWriter) typeList(v jsonspan.Span, nullable bool, ms []member) (types []string, list, enumed, nulled bool) {
+	doc := s.doc
+	list = doc[v.Start] == '['
+	types = s.types[:0]
+	if list {
+		jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+			if t, ok := docString(doc, el); ok {
+				types = append(types, t)
+			}
+			return true
+		})
+	} else if t, ok := docString(doc, v); ok {
+		types = append(types, t)
+	}
+	s.types = types
+	if len(types) == 0 {
+		return nil, false, false, false
+	}
+	hasNull := slices.Contains(types, "null")
+	enum := find(ms, "enum") >= 0 || (s.r.constEnum && find(ms, "const") >= 0)
+	if s.r.enumString && enum && !(len(types) == 1 && types[0] == "string") {
+		// The enum is made of strings now, and so is the value.
+		enumed = true
+		types, list = append(types[:0], "string"), false
+		if hasNull {
+			types = append(types, "null")
+			list = true
+		}
+	}
+	if nullable && !hasNull {
+		nulled = true
+		types = append(types, "null")
+		list = true
+	}
+	return types, list, enumed, nulled
+}
+
+// properties writes a properties object, each value a schema; with
+// closing, the ones not required become nullable.
+func (s *schemaWriter) properties(out []byte, v jsonspan.Span, required nameSet, closing bool) []byte {
+	doc := s.doc
+	if doc[v.Start] != '{' {
+		return append(out, doc[v.Start:v.End]...)
+	}
+	ow := jsonspan.NewObj(out)
+	jsonspan.EachMember(doc, v.Start, func(m jsonspan.Member) bool {
+		ow.Sep()
+		ow.B = append(ow.B, doc[m.Key.Start:m.Key.End]...)
+		ow.B = append(ow.B, ':')
+		optional := closing && !required.has(jsonspan.KeyName(doc, m.Key))
+		ow.B = s.schema(ow.B, m.Value, optional)
+		return true
+	})
+	return ow.Close()
+}
+
+// schemaMap writes an object whose member values are schemas.
+func (s *schemaWriter) schemaMap(out []byte, v jsonspan.Span) []byte {
+	doc := s.doc
+	if doc[v.Start] != '{' {
+		return append(out, doc[v.Start:v.End]...)
+	}
+	ow := jsonspan.NewObj(out)
+	jsonspan.EachMember(doc, v.Start, func(m jsonspan.Member) bool {
+		ow.Sep()
+		ow.B = append(ow.B, doc[m.Key.Start:m.Key.End]...)
+		ow.B = append(ow.B, ':')
+		ow.B = s.schema(ow.B, m.Value, false)
+		return true
+	})
+	return ow.Close()
+}
+
+// schemaList writes an array of schemas; addNull appends a null schema
+// to it (an optional anyOf property of a closed object).
+func (s *schemaWriter) schemaList(out []byte, v jsonspan.Span, addNull bool) []byte {
+	doc := s.doc
+	if doc[v.Start] != '[' {
+		return append(out, doc[v.Start:v.End]...)
+	}
+	out = append(out, '[')
+	n := 0
+	hasNull := false
+	jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+		if n > 0 {
+			out = append(out, ',')
+		}
+		n++
+		if doc[el.Start] == '{' && jsonspan.IsString(doc, jsonspan.Lookup(doc, el.Start, "type"), "null") {
+			hasNull = true
+		}
+		out = s.schema(out, el, false)
+		return true
+	})
+	if addNull && !hasNull {
+		s.note("nullable")
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"type":"null"}`...)
+	}
+	return append(out, ']')
+}
+
+// required writes the required list with only the names of existing
+// properties, each once; with closing, every property. A null or odd
+// required goes.
+func (s *schemaWriter) required(ow *jsonspan.ObjWriter, m jsonspan.Member, props []string, propSet nameSet, required []string, closing, hoisted bool) []byte {
+	doc := s.doc
+	v := m.Value
+	keep := s.keep[:0]
+	defer func() { s.keep = keep[:0] }()
+	if closing {
+		keep = append(keep, props...)
+	} else {
+		var seen map[string]bool
+		if len(required) > smallNames {
+			seen = make(map[string]bool, len(required))
+		}
+		for _, name := range required {
+			dup := seen[name]
+			if seen == nil {
+				dup = slices.Contains(keep, name)
+			}
+			if propSet.has(name) && !dup {
+				if seen != nil {
+					seen[name] = true
+				}
+				keep = append(keep, name)
+			}
+		}
+	}
+	same := !hoisted && doc[v.Start] == '[' && len(keep) == len(required) && slices.Equal(keep, required)
+	if closing && !same && doc[v.Start] == '[' && len(keep) == len(required) {
+		// Every property, in another order, is every property: the list
+		// keeps its bytes.
+		reqSet := newNameSet(required)
+		same = true
+		for _, p := range keep {
+			same = same && reqSet.has(p)
+		}
+		for i, r := range required {
+			// ...and the same names, each once.
+			same = same && propSet.has(r) && !slices.Contains(required[:i], r)
+		}
+	}
+	if same {
+		ow.Raw(doc, m)
+		return ow.B
+	}
+	if closing {
+		s.note("close_objects")
+	} else {
+		s.note("required")
+	}
+	if len(keep) == 0 && !closing {
+		return ow.B // nothing required: no member, never null
+	}
+	ow.Key("required")
+	return appendNames(ow.B, keep)
+}
+
+func appendNames(out []byte, names []string) []byte {
+	out = append(out, '[')
+	for i, n := range names {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = jsonspan.AppendStringStr(out, n)
+	}
+	return append(out, ']')
+}
+
+// typeMember writes type: a list becomes what the dialect takes, and a
+// nullable schema gets null. It reports whether null was taken in.
+func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nullable bool, ms []member) ([]byte, bool) {
+	doc := s.doc
+	types, list, enumed, nulled := s.typeList(v, nullable, ms)
+	if len(types) == 0 {
+		if doc[v.Start] == '[' && s.r.typeArrays != "" && s.r.typeArrays != "keep" {
+			// A list the dialect refuses, and not one type in it to
+			// keep: no type at all says the same.
+			s.note("type_arrays")
+			return ow.B, false
+		}
+		// Not a type this rule can read ([], [1]): as it is.
+		ow.Key("type")
+		return append(ow.B, doc[v.Start:v.End]...), false
+	}
+	if enumed {
+		s.note("enum_to_string")
+	}
+	if nulled {
+		s.note("nullable")
+	}
+	hasNull := slices.Contains(types, "null")
+	if !list || s.r.typeArrays == "keep" || s.r.typeArrays == "" {
+		ow.Key("type")
+		if !list && isString(doc, v, types[0]) {
+			return append(ow.B, doc[v.Start:v.End]...), hasNull
+		}
+		start := len(ow.B)
+		if list {
+			ow.B = appendNames(ow.B, types)
+		} else {
+			ow.B = jsonspan.AppendStringStr(ow.B, types[0])
+		}
+		if bytes.Equal(ow.B[start:], doc[v.Start:v.End]) {
+			return append(ow.B[:start], doc[v.Start:v.End]...), hasNull
+		}
+		return ow.B, hasNull
+	}
+	// A dialect without type lists: one type, nullable, or a union.
+	s.note("type_arrays")
+	var others []string
+	for _, t := range types {
+		if t != "null" {
+			others = append(others, t)
+		}
+	}
+	switch {
+	case len(others) == 1 && (!hasNull || s.r.typeArrays == "nullable"):
+		ow.Key("type")
+		ow.B = jsonspan.AppendStringStr(ow.B, others[0])
+	case len(others) > 1 && s.r.typeArrays == "nullable":
+		ow.Key("anyOf")
+		ow.B = append(ow.B, '[')
+		for i, t := range others {
+			if i > 0 {
+				ow.B = append(ow.B, ',')
+			}
+			branch := jsonspan.NewObj(ow.B)
+			branch.Key("type")
+			branch.B = jsonspan.AppendStringStr(branch.B, t)
+			if s.r.anyOfAlone {
+				// Nothing may stand beside the union: the keywords of one
+				// type go into that type's branch.
+				s.typeBranch(&branch, t, ms)
+			}
+			ow.B = branch.Close()
+		}
+		ow.B = append(ow.B, ']')
+	case len(others) > 0:
+		// any_of: every type, null included, as a union of single types.
+		ow.Key("anyOf")
+		ow.B = append(ow.B, '[')
+		for i, t := range types {
+			if i > 0 {
+				ow.B = append(ow.B, ',')
+			}
+			ow.B = append(append(ow.B, `{"type":`...), jsonspan.AppendStringStr(nil, t)...)
+			ow.B = append(ow.B, '}')
+		}
+		return append(ow.B, ']'), hasNull
+	}
+	if hasNull && s.r.typeArrays == "nullable" && find(ms, "nullable") < 0 && !s.nullableOut {
+		s.nullableOut = true
+		ow.Key("nullable")
+		ow.B = append(ow.B, "true"...)
+	}
+	return ow.B, hasNull
+}
+
+// enum writes an enum: strings only when the dialect wants them, with
+// null added for a nullable schema.
+func (s *schemaWriter) enum(out []byte, v jsonspan.Span, nullable bool) ([]byte, bool) {
+	doc := s.doc
+	if doc[v.Start] != '[' {
+		return append(out, doc[v.Start:v.End]...), false
+	}
+	hasNull, plain := false, true
+	jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+		switch doc[el.Start] {
+		case 'n':
+			hasNull = true
+			plain = plain && !s.r.enumString
+		case '"':
+		default:
+			plain = plain && !s.r.enumString
+		}
+		return true
+	})
+	if plain && (!nullable || hasNull) {
+		return append(out, doc[v.Start:v.End]...), hasNull
+	}
+	out = append(out, '[')
+	n := 0
+	jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+		if doc[el.Start] == 'n' && s.r.enumString {
+			return true // null is nullable's business
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		n++
+		if s.r.enumString {
+			out = s.enumValue(out, el)
+		} else {
+			out = append(out, doc[el.Start:el.End]...)
+		}
+		return true
+	})
+	if nullable && !hasNull && !s.r.enumString {
+		s.note("nullable")
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, "null"...)
+		hasNull = true
+	}
+	if s.r.enumString {
+		s.note("enum_to_string")
+	}
+	return append(out, ']'), hasNull || nullable && s.r.enumString
+}
+
+// enumValue writes one enum value as a string: numbers and booleans as
+// they are written, objects and arrays as their JSON.
+func (s *schemaWriter) enumValue(out []byte, v jsonspan.Span) []byte {
+	doc := s.doc
+	if !s.r.enumString || doc[v.Start] == '"' {
+		return append(out, doc[v.Start:v.End]...)
+	}
+	return jsonspan.AppendString(out, doc[v.Start:v.End])
+}
+
+// enumHasNull reports whether an enum lists null.
+func enumHasNull(doc []byte, v jsonspan.Span) bool {
+	found := false
+	if doc[v.Start] == '[' {
+		jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+			found = found || doc[el.Start] == 'n'
+			return !found
+		})
+	}
+	return found
+}
+
+// listHas reports whether the schema's type is a list naming t.
+func (s *schemaWriter) listHas(ms []member, t string) bool {
+	i := find(ms, "type")
+	if i < 0 || s.doc[ms[i].m.Value.Start] != '[' {
+		return false
+	}
+	found := false
+	jsonspan.EachElement(s.doc, ms[i].m.Value.Start, func(el jsonspan.Span) bool {
+		found = found || isString(s.doc, el, t)
+		return !found
+	})
+	return found
+}
+
+// typeListHasNull reports whether the schema's type is a list with null,
+// which becomes nullable:true on its own.
+func typeListHasNull(doc []byte, ms []member) bool {
+	i := find(ms, "type")
+	if i < 0 || doc[ms[i].m.Value.Start] != '[' {
+		return false
+	}
+	found := false
+	jsonspan.EachElement(doc, ms[i].m.Value.Start, func(el jsonspan.Span) bool {
+		found = found || isString(doc, el, "null")
+		return !found
+	})
+	return found
+}
+
+// smallNames is how many names a list holds before lookups in it go
+// through a map: an MCP schema with thousands of properties must not cost
+// their square.
+const smallNames = 16
+
+// nameSet answers membership in a list of names, by scan when it is short.
+type nameSet struct {
+	names []string
+	set   map[string]struct{}
+}
+
+func newNameSet(names []string) nameSet {
+	l := nameSet{names: names}
+	if len(names) > smallNames {
+		l.set = make(map[string]struct{}, len(names))
+		for _, n := range names {
+			l.set[n] = struct{}{}
+		}
+	}
+	return l
+}
+
+func (l nameSet) has(n string) bool {
+	if l.set != nil {
+		_, ok := l.set[n]
+		return ok
+	}
+	return slices.Contains(l.names, n)
+}

@@ -1,0 +1,410 @@
+package schema
+
+import (
+	"fmt"
+	"maps"
+	"sort"
+	"strings"
+
+	"github.com/llmtransform/caddy-llm-transform/transforms"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
+	"github.com/llmtransform/caddy-llm-transform/internal/providers"
+)
+
+func init() {
+	caddy.RegisterModule(ToolsNormalizeSchema{})
+}
+
+// ToolsNormalizeSchema rewrites the parameters schema of every function
+// tool, in both protocols and including the functions earlier rules made
+// (tools_plan's degraded built-ins), into what the upstream's schema
+// dialect accepts. Only schema positions are rewritten: a property named
+// "$ref" or "format" is a property, not a keyword. Schemas that need no
+// change keep their bytes, and so does everything around them.
+//
+// Every dialect drops a null or dangling required list (Bailian and GLM
+// refuse a null one) and gives every object schema properties:{}.
+type ToolsNormalizeSchema struct {
+	// Dialect names the upstream's rules: permissive (the default: the
+	// fixes every upstream needs and nothing more), openai_strict (strict
+	// functions get closed objects, every property required and the
+	// optional ones nullable), anthropic (strict functions as OpenAI's,
+	// plus only the formats and length and range keywords Anthropic's
+	// strict mode takes), gemini (Gemini's OpenAPI subset: references
+	// inlined; additionalProperties, $schema, $id, propertyNames and
+	// default removed; const and non-string enums made string enums; type
+	// lists made nullable; the function's strict flag removed) or kimi
+	// (Moonshot's strict subset, strict unless a function says
+	// strict:false: an object root, references inlined, $schema and $id
+	// removed). The README's dialect table gives the sources.
+	Dialect string `json:"dialect,omitempty"`
+
+	// StripKeywords are keywords removed at every schema position, on top
+	// of the dialect's.
+	StripKeywords []string `json:"strip_keywords,omitempty"`
+
+	// InlineRefs resolves local $ref (#/$defs/…, any pointer into the
+	// schema) in place and removes $defs and definitions. A reference that
+	// is not local, or a cycle, is a 400 naming the tool. Default: the
+	// dialect's.
+	InlineRefs *bool `json:"inline_refs,omitempty"`
+
+	// MaxRefDepth bounds how many references may nest while inlining; a
+	// deeper chain is a 400. Default: 32.
+	MaxRefDepth int `json:"max_ref_depth,omitempty"`
+
+	// EnumToString makes every enum value a string, and the schema's type
+	// string with it. Default: the dialect's.
+	EnumToString *bool `json:"enum_to_string,omitempty"`
+
+	// TypeArrays says what becomes of a type list such as
+	// ["string","null"]: "keep", "nullable" (one type and nullable:true,
+	// several as anyOf) or "any_of" (an anyOf of single types). Default:
+	// the dialect's.
+	TypeArrays string `json:"type_arrays,omitempty"`
+
+	// DescribeDropped appends the constraints a dialect takes out (a
+	// pattern, a maximum) to the schema's description, so the model still
+	// reads them. Default: true.
+	DescribeDropped *bool `json:"describe_dropped,omitempty"`
+
+	dialect         *schemaDialect
+	all, strictOnly schemaRules
+	maxRefDepth     int
+}
+
+// schemaDialect is one upstream's rules: what applies to every function,
+// and what applies on top to strict ones.
+type schemaDialect struct {
+	all, strict schemaRules
+	// strictDefault: a function without a strict member is strict (Kimi).
+	strictDefault bool
+	// dropStrict removes the function's strict member (Gemini refuses it).
+	dropStrict bool
+}
+
+func keywordSet(words ...string) map[string]bool {
+	m := make(map[string]bool, len(words))
+	for _, w := range words {
+		m[w] = true
+	}
+	return m
+}
+
+// schemaDialects are the presets, from provider-limits §A.2.
+var schemaDialects = map[string]schemaDialect{
+	"permissive": {},
+	"openai_strict": {
+		strict: schemaRules{closeObjects: true, requireAll: true},
+	},
+	"anthropic": {
+		strict: schemaRules{
+			closeObjects:   true,
+			strip:          keywordSet("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "multipleOf"),
+			formats:        keywordSet("date-time", "date", "time", "email", "uri", "uuid", "ipv4", "ipv6"),
+			formatsAnyType: true,
+			minItemsMax:    1,
+			inline:         true,
+		},
+	},
+	"gemini": {
+		all: schemaRules{
+			strip:         keywordSet("additionalProperties", "$schema", "$id", "propertyNames", "default"),
+			inline:        true,
+			enumString:    true,
+			typeArrays:    "nullable",
+			constEnum:     true,
+			formats:       keywordSet("enum", "date-time"),
+			anyOfAlone:    true,
+			noBoolSchemas: true,
+		},
+		dropStrict: true,
+	},
+	"kimi": {
+		// Local references are Kimi's to resolve (its validator walle
+		// takes them); only network ones are refused.
+		all: schemaRules{
+			strip:         keywordSet("$schema", "$id"),
+			rootObject:    true,
+			localRefsOnly: true,
+		},
+		strictDefault: true,
+	},
+}
+
+// CaddyModule returns the Caddy module information.
+func (ToolsNormalizeSchema) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  transforms.ModuleID("tools_normalize_schema"),
+		New: func() caddy.Module { return new(ToolsNormalizeSchema) },
+	}
+}
+
+// Provision compiles the dialect and the overrides.
+func (t *ToolsNormalizeSchema) Provision(caddy.Context) error {
+	if t.Dialect == "" {
+		t.Dialect = "permissive"
+	}
+	d, ok := schemaDialects[t.Dialect]
+	if !ok {
+		return providers.UnknownName("dialect", t.Dialect, schemaDialects)
+	}
+	t.dialect = &d
+	t.all, t.strictOnly = d.all, d.strict
+	for _, r := range []*schemaRules{&t.all, &t.strictOnly} {
+		r.strip = maps.Clone(r.strip) // the preset's is shared
+		if r.strip == nil {
+			r.strip = map[string]bool{}
+		}
+		for _, k := range t.StripKeywords {
+			if k == "" {
+				return fmt.Errorf("strip_keywords: empty keyword")
+			}
+			if k == "type" || k == "properties" {
+				return fmt.Errorf("strip_keywords: %q is what a schema is made of; it cannot go", k)
+			}
+			r.strip[k] = true
+		}
+		if t.InlineRefs != nil {
+			r.inline = *t.InlineRefs
+		}
+		if t.EnumToString != nil {
+			r.enumString = *t.EnumToString
+		}
+		switch t.TypeArrays {
+		case "":
+		case "keep", "nullable", "any_of":
+			r.typeArrays = t.TypeArrays
+		default:
+			return fmt.Errorf("type_arrays: %q (want keep, nullable or any_of)", t.TypeArrays)
+		}
+		r.describe = t.DescribeDropped == nil || *t.DescribeDropped
+	}
+	switch {
+	case t.MaxRefDepth < 0:
+		return fmt.Errorf("max_ref_depth: %d is negative", t.MaxRefDepth)
+	case t.MaxRefDepth == 0:
+		t.maxRefDepth = 32
+	default:
+		t.maxRefDepth = t.MaxRefDepth
+	}
+	return nil
+}
+
+// rulesFor merges the rules of every function with a strict one's.
+func (t *ToolsNormalizeSchema) rulesFor(strict bool) *schemaRules {
+	if !strict {
+		return &t.all
+	}
+	r := t.all
+	s := t.strictOnly
+	r.strip = maps.Clone(r.strip)
+	if r.strip == nil {
+		r.strip = map[string]bool{}
+	}
+	maps.Copy(r.strip, s.strip)
+	r.inline = r.inline || s.inline
+	r.enumString = r.enumString || s.enumString
+	if s.typeArrays != "" && t.TypeArrays == "" {
+		r.typeArrays = s.typeArrays
+	}
+	r.constEnum = r.constEnum || s.constEnum
+	r.closeObjects = r.closeObjects || s.closeObjects
+	r.requireAll = r.requireAll || s.requireAll
+	if s.formats != nil {
+		r.formats = s.formats
+	}
+	r.anyOfAlone = r.anyOfAlone || s.anyOfAlone
+	r.rootObject = r.rootObject || s.rootObject
+	if s.minItemsMax > 0 {
+		r.minItemsMax = s.minItemsMax
+	}
+	r.formatsAnyType = r.formatsAnyType || s.formatsAnyType
+	return &r
+}
+
+// RewriteRequest implements RequestRewriter.
+func (t *ToolsNormalizeSchema) RewriteRequest(x *transforms.Exchange, body []byte) ([]byte, error) {
+	w := transforms.WalkTools(x, body)
+	if w == nil {
+		return body, nil
+	}
+	doc := w.Doc
+	var strictRules *schemaRules
+	// One writer and one output arena serve every schema of the request:
+	// the edits point into the arena, which only grows.
+	sw := schemaWriter{maxDepth: t.maxRefDepth, telling: x.Deciding()}
+	var arena []byte
+	for i := range w.Nodes {
+		n := &w.Nodes[i]
+		if n.Kind != transforms.NodeDefinition || n.Type != "function" {
+			continue
+		}
+		obj := n.Span()
+		if n.InnerStart >= 0 {
+			obj = jsonspan.Span{Start: n.InnerStart, End: n.InnerEnd}
+		}
+		var f [2]jsonspan.Span
+		jsonspan.ObjectFields(doc, obj.Start, []string{"parameters", "strict"}, f[:])
+		strict := t.dialect.strictDefault
+		if f[1].Start >= 0 {
+			strict = string(doc[f[1].Start:f[1].End]) == "true"
+		}
+		if strict && f[0].Start >= 0 && t.strictOnly.closeObjects && !objectRoot(doc, f[0]) {
+			// Strict mode wants an object at the root; a union there cannot
+			// be closed, so the function goes without strict rather than
+			// be refused.
+			strict = false
+			if f[1].Start >= 0 {
+				w.Edit(f[1].Start, f[1].End, []byte("false"), true)
+			}
+			x.Decide(transforms.ToolID{Namespace: n.Namespace, Name: n.Name}.Display(), "strict_off",
+				t.Dialect+": strict mode needs an object schema at the root")
+		}
+		rules := &t.all
+		if strict {
+			if strictRules == nil {
+				strictRules = t.rulesFor(true)
+			}
+			rules = strictRules
+		}
+		if p := f[0]; p.Start >= 0 && (doc[p.Start] == '{' || doc[p.Start] == 't' || doc[p.Start] == 'f') {
+			sw.reset(doc, rules, p, n)
+			s := &sw
+			start := len(arena)
+			arena = s.schema(arena, p, false)
+			if s.openMap && s.err == nil && strict && f[1].Start >= 0 {
+				// Strict mode closes every object, and a map closed is a
+				// map of nothing: the function goes without strict.
+				arena = arena[:start]
+				w.Edit(f[1].Start, f[1].End, []byte("false"), true)
+				x.Decide(transforms.ToolID{Namespace: n.Namespace, Name: n.Name}.Display(), "strict_off",
+					t.Dialect+": strict mode cannot keep a map (additionalProperties as a schema)")
+				sw.reset(doc, &t.all, p, n)
+				arena = s.schema(arena, p, false)
+			}
+			out := arena[start:len(arena):len(arena)]
+			if s.err != nil {
+				s.err.Message = fmt.Sprintf("tool %q: %s", transforms.ToolID{Namespace: n.Namespace, Name: n.Name}.Display(), s.err.Message)
+				return nil, s.err
+			}
+			if s.changed {
+				w.Edit(p.Start, p.End, out, true)
+				if x.Deciding() {
+					x.Decide(transforms.ToolID{Namespace: n.Namespace, Name: n.Name}.Display(), "normalize_schema", t.Dialect+": "+summarize(s.did))
+				}
+			}
+		}
+		if t.dialect.dropStrict && f[1].Start >= 0 {
+			e := jsonspan.RemoveMember(doc, f[1])
+			w.Edit(e.Start, e.End, nil, true)
+			if x.Deciding() {
+				x.Decide(transforms.ToolID{Namespace: n.Namespace, Name: n.Name}.Display(), "drop_strict", t.Dialect+" takes no strict flag")
+			}
+		}
+	}
+	return w.Rewrite(), nil
+}
+
+// objectRoot reports whether a parameters schema is an object schema at
+// its root: typed object, or untyped with properties, or a reference to
+// one.
+func objectRoot(doc []byte, p jsonspan.Span) bool {
+	if doc[p.Start] != '{' {
+		return false
+	}
+	var f [3]jsonspan.Span
+	jsonspan.ObjectFields(doc, p.Start, []string{"type", "properties", "$ref"}, f[:])
+	if jsonspan.IsString(doc, f[0], "") {
+		f[0] = jsonspan.NoSpan() // an empty type names none
+	}
+	switch {
+	case f[0].Start >= 0:
+		return jsonspan.IsString(doc, f[0], "object")
+	case f[1].Start >= 0:
+		return true
+	case f[2].Start >= 0:
+		// References resolve from the document's root, however many are
+		// followed; a chain longer than any schema has is a loop.
+		s := &schemaWriter{doc: doc, root: p}
+		for hops := 0; hops < 64 && f[2].Start >= 0; hops++ {
+			ref, _ := jsonspan.StringValue(doc, f[2])
+			v, ok := s.pointer(ref)
+			if !ok || v.Start == p.Start || doc[v.Start] != '{' {
+				return false
+			}
+			jsonspan.ObjectFields(doc, v.Start, []string{"type", "properties", "$ref"}, f[:])
+			switch {
+			case f[0].Start >= 0:
+				return jsonspan.IsString(doc, f[0], "object")
+			case f[1].Start >= 0:
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func summarize(did map[string]bool) string {
+	list := make([]string, 0, len(did))
+	for k := range did {
+		list = append(list, k)
+	}
+	sort.Strings(list)
+	return strings.Join(list, ", ")
+}
+
+// UnmarshalCaddyfile sets up the transform from its rule block. Syntax:
+//
+//	rule tools_normalize_schema {
+//		dialect permissive|openai_strict|anthropic|gemini|kimi
+//		strip_keywords <keyword>...
+//		inline_refs [true|false]
+//		max_ref_depth <n>
+//		enum_to_string [true|false]
+//		type_arrays keep|nullable|any_of
+//		describe_dropped [true|false]
+//	}
+//
+// Each option appears once; a switch without a value is true.
+func (t *ToolsNormalizeSchema) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	b := transforms.NewRuleBlock(d)
+	for {
+		more, err := b.Next()
+		if !more || err != nil {
+			return err
+		}
+		switch b.Opt {
+		case "dialect":
+			err = b.One(&t.Dialect)
+		case "type_arrays":
+			err = b.One(&t.TypeArrays)
+		case "strip_keywords":
+			err = b.List(&t.StripKeywords)
+		case "inline_refs":
+			err = b.Flag(&t.InlineRefs)
+		case "enum_to_string":
+			err = b.Flag(&t.EnumToString)
+		case "describe_dropped":
+			err = b.Flag(&t.DescribeDropped)
+		case "max_ref_depth":
+			t.MaxRefDepth, err = b.Number()
+		default:
+			return b.Unknown()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner          = (*ToolsNormalizeSchema)(nil)
+	_ caddyfile.Unmarshaler      = (*ToolsNormalizeSchema)(nil)
+	_ transforms.RequestRewriter = (*ToolsNormalizeSchema)(nil)
+)

@@ -1,0 +1,146 @@
+package toolsfilter
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmtransform/caddy-llm-transform/transforms"
+	"github.com/llmtransform/caddy-llm-transform/transforms/transformtest"
+
+	"github.com/tidwall/gjson"
+)
+
+// benchAgainstValidation runs rewrite and one gjson.ValidBytes pass over
+// the same body in the same loop, and reports their ratio.
+func benchAgainstValidation(b *testing.B, doc []byte, rewrite func() []byte) {
+	var tValid, tRun time.Duration
+	b.SetBytes(int64(len(doc)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		gjson.ValidBytes(doc)
+		t1 := time.Now()
+		rewrite()
+		tValid += t1.Sub(t0)
+		tRun += time.Since(t1)
+	}
+	b.ReportMetric(float64(tRun)/float64(tValid), "x_validate")
+	b.ReportMetric(float64(len(doc))/1e3, "KB_doc")
+}
+
+// runChain is one request through c, as the handler runs it.
+func runChain(b *testing.B, c *transforms.Chain, doc []byte) []byte {
+	x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{}, nil)
+	c.Begin(x, "gpt-5.5")
+	out, err := x.RewriteRequest(doc)
+	if err != nil || x.Invalid {
+		b.Fatal(err)
+	}
+	n := len(out)
+	x.Release()
+	return out[:n]
+}
+
+// BenchmarkToolsFilter filters the Codex request plus 300 MCP tools (30
+// namespaces): a deny inside every namespace, so every list is rewritten,
+// and one default added.
+func BenchmarkToolsFilter(b *testing.B) {
+	doc := transformtest.MCPHeavyRequest(b)
+	c := transformtest.Chain(b, `[{"transform":"tools_filter","config":{"deny":["web_search","mcp__server_*/*_review_3"],
+		"defaults":[{"type":"function","name":"lookup_ticket","parameters":{"type":"object","properties":{}}}]}}]`)
+	if out := runChain(b, c, doc); gjson.GetBytes(out, "tools.#").Int() != 10-1+30+1 {
+		b.Fatalf("got %d top-level tools", gjson.GetBytes(out, "tools.#").Int())
+	}
+	benchAgainstValidation(b, doc, func() []byte { return runChain(b, c, doc) })
+}
+
+// BenchmarkToolsNormalizeSchema rewrites the schemas of the same request
+// for Gemini: 300 MCP schemas lose additionalProperties, and Codex's own
+// tools are normalized too.
+func BenchmarkToolsNormalizeSchema(b *testing.B) {
+	doc := transformtest.MCPHeavyRequest(b)
+	c := transformtest.Chain(b, `[{"transform":"tools_normalize_schema","config":{"dialect":"gemini"}}]`)
+	if out := runChain(b, c, doc); gjson.GetBytes(out, `tools.10.tools.0.parameters.additionalProperties`).Exists() {
+		b.Fatal("schemas not normalized")
+	}
+	benchAgainstValidation(b, doc, func() []byte { return runChain(b, c, doc) })
+}
+
+// scaling runs rewrite over bodies of size n and 8n and reports the time
+// ratio: 8 is linear, 64 quadratic.
+func scaling(b *testing.B, name string, body func(n int) string, n int, rewrite func(body []byte)) {
+	small, large := []byte(body(n)), []byte(body(8*n))
+	var tSmall, tLarge time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		rewrite(small)
+		t1 := time.Now()
+		rewrite(large)
+		tSmall += t1.Sub(t0)
+		tLarge += time.Since(t1)
+	}
+	b.ReportMetric(float64(tLarge)/float64(tSmall), name+"_x8")
+}
+
+// BenchmarkFilterScaling: eight times the namespaces and additional_tools
+// items, and eight times the history with function calling off.
+func BenchmarkFilterScaling(b *testing.B) {
+	run := func(cfg string) func([]byte) {
+		c := transformtest.Chain(b, `[{"transform":"tools_filter","config":`+cfg+`}]`)
+		return func(body []byte) {
+			x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{}, nil)
+			c.Begin(x, "m")
+			if _, err := x.RewriteRequest(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	scaling(b, "namespaces", scaleFilterBody, 1000, run(`{"deny":["delete_*"]}`))
+	scaling(b, "history", scaleOffHistory, 1000, run(`{"function_calling":"off"}`))
+}
+
+// BenchmarkSchemaScaling: eight times the references to inline, and eight
+// times the required properties to filter.
+func BenchmarkSchemaScaling(b *testing.B) {
+	run := func(cfg string) func([]byte) {
+		c := transformtest.Chain(b, `[{"transform":"tools_normalize_schema","config":`+cfg+`}]`)
+		return func(body []byte) {
+			x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{}, nil)
+			c.Begin(x, "m")
+			if _, err := x.RewriteRequest(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	tool := func(params string) string {
+		return `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":` + params + `}]}`
+	}
+	refs := func(n int) string {
+		var props, defs strings.Builder
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				props.WriteByte(',')
+				defs.WriteByte(',')
+			}
+			fmt.Fprintf(&props, `"p%d":{"$ref":"#/$defs/d%d"}`, i, i)
+			fmt.Fprintf(&defs, `"d%d":{"type":"string","description":"a definition"}`, i)
+		}
+		return tool(`{"type":"object","properties":{` + props.String() + `},"$defs":{` + defs.String() + `}}`)
+	}
+	required := func(n int) string {
+		var props, req strings.Builder
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				props.WriteByte(',')
+				req.WriteByte(',')
+			}
+			fmt.Fprintf(&props, `"p%d":{"type":"string"}`, i)
+			fmt.Fprintf(&req, `"p%d"`, i)
+		}
+		return tool(`{"type":"object","properties":{` + props.String() + `},"required":[` + req.String() + `,"gone"]}`)
+	}
+	scaling(b, "refs", refs, 500, run(`{"dialect":"gemini"}`))
+	scaling(b, "required", required, 5000, run(`{}`))
+}
