@@ -80,19 +80,22 @@
 //     the client's shape, leaves sequence_number to the engine and never
 //     completes a call from partial arguments.
 //
-// field_custom_tools_to_function and tools_plan are such policies (tools_plan
-// runs the former's conversion inside itself, a stage nearer the upstream
-// than its own); a transform from another module uses the same exported API
-// (see the integration tests' test_rename). responses_to_chat is a
-// ProtocolBridge: rules before it see Responses, rules after it Chat.
-// tools_filter and tools_normalize_schema use the tool walk alone: the
-// filter decides by the identities the walk reads (and refuses a definition
-// whose identity keys repeat, as the walk reads the first and upstreams the
-// last), and the normalizer rewrites the parameters of the function nodes,
-// whichever rule made them. The filter's response side is its own stage:
-// it judges calls, it restores none. Conditions on the request (Condition)
-// read Caddy placeholders through the replacer the handler puts in the
-// Exchange.
+// The transforms live in packages of their own and use only this
+// package's exported API, as a transform from another module does
+// (docs/writing-a-transform.md): customtools (field_custom_tools_to_function)
+// and toolsplan (tools_plan) are call policies, and tools_plan runs the
+// former's conversion inside its own request phase and stream
+// (Exchange.RewriteNested), the one declared import between transforms.
+// chatbridge (responses_to_chat) is a ProtocolBridge: rules before it see
+// Responses, rules after it Chat. toolsfilter (tools_filter) and schema
+// (tools_normalize_schema) use the tool walk alone: the filter decides by
+// the identities the walk reads (and refuses a definition whose identity
+// keys repeat, as the walk reads the first and upstreams the last), and
+// the normalizer rewrites the parameters of the function nodes, whichever
+// rule made them. The filter's response side is its own stage: it judges
+// calls, it restores none. fieldset (field_set) edits one member.
+// transforms/all registers them all; transforms/transformtest has the
+// helpers their tests share.
 //
 // # Rounds
 //

@@ -1,3 +1,8 @@
+// Package chatbridge is the responses_to_chat transform, a protocol
+// bridge: it turns a Responses API request into a Chat Completions
+// request for upstreams that speak only Chat, and the Chat answer, JSON
+// or stream, back into a Responses object or event stream, carrying
+// reasoning across turns without state.
 package chatbridge
 
 import (

@@ -1,3 +1,8 @@
+// Package customtools is the field_custom_tools_to_function transform: it
+// declares freeform custom tools (Codex CLI's apply_patch) to the upstream
+// as JSON functions, and gives the upstream's calls to them back to the
+// client as custom tool calls, in JSON bodies and streams, repairing
+// apply_patch patches on the way (patchfmt).
 package customtools
 
 import (

@@ -1,3 +1,6 @@
+// Package fieldset is the field_set transform: it writes one member of
+// the request body, at any depth (a model alias, a pinned parameter, a
+// metadata tag), leaving every other byte as the client sent it.
 package fieldset
 
 import (

@@ -1,3 +1,7 @@
+// Package schema is the tools_normalize_schema transform: it rewrites the
+// parameter schemas of function tools into what the upstream's dialect
+// accepts (permissive, OpenAI and Anthropic strict, Gemini, Kimi),
+// keyword by keyword, inlining references where the dialect has none.
 package schema
 
 import (
@@ -40,7 +44,7 @@ type ToolsNormalizeSchema struct {
 	// lists made nullable; the function's strict flag removed) or kimi
 	// (Moonshot's strict subset, strict unless a function says
 	// strict:false: an object root, references inlined, $schema and $id
-	// removed). The README's dialect table gives the sources.
+	// removed). docs/providers.md gives the sources.
 	Dialect string `json:"dialect,omitempty"`
 
 	// StripKeywords are keywords removed at every schema position, on top

@@ -1,3 +1,8 @@
+// Package toolsfilter is the tools_filter transform: it decides which
+// tools a caller and model see (allow and deny by name, namespace and
+// type, conditions on Caddy placeholders, default tools), can turn
+// function calling off by retelling the tool history as text, and counts
+// or removes the upstream's calls to tools the request did not offer.
 package toolsfilter
 
 import (

@@ -1,3 +1,10 @@
+// Package toolsplan is the tools_plan transform: it fits every tool of a
+// request to one provider's profile (internal/providers): built-in tools
+// degraded to functions, namespaces flattened, names made to the
+// provider's rule through a reversible codec, tool_choice mapped to the
+// modes the provider takes while thinking or not, the tool cap enforced;
+// and it gives every upstream call back in the shape the client declared.
+// Custom tools are converted by customtools, run inside its own phases.
 package toolsplan
 
 import (
@@ -31,7 +38,7 @@ func init() {
 type ToolsPlan struct {
 	// Profile names the preset the other fields start from: function_only
 	// (the default), openai_chat, deepseek, kimi, glm, qwen, minimax,
-	// gemini or bedrock. The README's profile table gives each preset's
+	// gemini or bedrock. docs/providers.md gives each preset's
 	// values and their sources.
 	Profile string `json:"profile,omitempty"`
 
