@@ -2,7 +2,6 @@ package transforms
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
@@ -67,7 +66,9 @@ func TestUnsupportedScopeFailsAtLoad(t *testing.T) {
 
 // TestStreamApplicationsAreTracked checks the engine's view of stream
 // stages: a stage that only passes events has not applied, one that drops
-// an event has (once), and an abort is reported by its code.
+// an event has (once), and an abort is reported by its code. The whole
+// output is held: an abort ends a Chat stream with a Chat error event and
+// nothing after it reaches the client.
 func TestStreamApplicationsAreTracked(t *testing.T) {
 	for _, tc := range []struct {
 		name, body string
@@ -77,7 +78,8 @@ func TestStreamApplicationsAreTracked(t *testing.T) {
 	}{
 		{"pass", "data: a\n\ndata: b\n\n", false, "", "data: a\n\ndata: b\n\n"},
 		{"drop", "data: a\n\ndata: drop\n\ndata: drop\n\ndata: b\n\n", true, "", "data: a\n\ndata: b\n\n"},
-		{"abort", "data: a\n\ndata: abort\n\ndata: b\n\n", false, "test_abort", "data: a\n\n"},
+		{"abort", "data: a\n\ndata: abort\n\ndata: b\n\n", false, "test_abort",
+			"data: a\n\n" + `data: {"error":{"message":"aborted by test","type":"server_error","param":null,"code":"test_abort"}}` + "\n\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := chainOf(t, `[{"transform":"test_stream_dropper"}]`)
@@ -86,8 +88,8 @@ func TestStreamApplicationsAreTracked(t *testing.T) {
 			_ = s.Write([]byte(tc.body))
 			_ = s.Close()
 			out := string(s.Output())
-			if !strings.HasPrefix(out, tc.want) {
-				t.Fatalf("output = %q", out)
+			if out != tc.want {
+				t.Fatalf("output = %q, want %q", out, tc.want)
 			}
 			if got := len(x.Applications()) == 1; got != tc.applied {
 				t.Fatalf("applications = %+v", x.Applications())
