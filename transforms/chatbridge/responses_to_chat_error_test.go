@@ -33,3 +33,24 @@ func TestResponsesToChatRewriteError(t *testing.T) {
 		t.Fatal("a Chat request is not bridged, and its errors are not the bridge's")
 	}
 }
+
+// TestResponsesToChatRewriteErrorKeepsLookalikeErrors: errors that speak
+// of tokens or context without being a refused over-long prompt (a rate
+// limit, a server error, an output limit, a code of the upstream's own)
+// reach the client unchanged.
+func TestResponsesToChatRewriteErrorKeepsLookalikeErrors(t *testing.T) {
+	x := rcStreamExchange(t, rcRules(`{"profile":"kimi"}`))
+	for _, tc := range []struct {
+		status int
+		body   string
+	}{
+		{429, `{"error":{"message":"You exceeded your token limit for the minute, try again in 20s","code":"rate_limit_exceeded"}}`},
+		{500, `{"error":{"message":"context window full on the server","code":null}}`},
+		{400, `{"error":{"message":"max_tokens is above the output token limit","code":null}}`},
+		{400, `{"error":{"message":"maximum context length is 8192","code":"model_not_found"}}`},
+	} {
+		if got := string(x.RewriteError(tc.status, []byte(tc.body))); got != tc.body {
+			t.Errorf("%d %s became %s", tc.status, tc.body, got)
+		}
+	}
+}
