@@ -444,3 +444,27 @@ func TestCodecConflictIsDeterministic(t *testing.T) {
 			`tools "x_y_z" and "x.y_z" both map to the upstream name "x_y_z" under ^[a-zA-Z0-9_-]{1,64}$; rename one of them`)
 	}
 }
+
+// TestCodecRepairedFirstCharacterTakesFillLetter: with a rule whose first
+// character must be a letter, a name starting with a character allowed
+// nowhere is repaired with the rule's fill letter, not '_', so the name
+// the upstream gets matches its rule; calls come back under the client's
+// name.
+func TestCodecRepairedFirstCharacterTakesFillLetter(t *testing.T) {
+	const pattern = `^[a-zA-Z][a-zA-Z0-9_-]{0,63}$`
+	rules := tpRules(`{"profile":"function_only","name_pattern":"` + pattern + `"}`)
+	x := tpOKValid(t, transforms.ProtocolResponses, rules,
+		`{"model":"m","tools":[{"type":"function","name":".abc"},{"type":"function","name":"é"},{"type":"function","name":"_x"}]}`,
+		`{"model":"m","tools":[{"type":"function","name":"tabc"},{"type":"function","name":"t"},{"type":"function","name":"t_x"}]}`)
+	re := regexp.MustCompile(pattern)
+	for _, n := range []string{"tabc", "t", "t_x"} {
+		if !re.MatchString(n) {
+			t.Errorf("%q does not match %s", n, pattern)
+		}
+	}
+	tpDecided(t, x, ".abc", "rename", "sent as tabc: the upstream's names match "+pattern)
+	tpDecided(t, x, "é", "rename", "sent as t: the upstream's names match "+pattern)
+	tpResponseOK(t, x,
+		`{"output":[{"type":"function_call","id":"fc_1","call_id":"c1","name":"tabc","arguments":"{}"},{"type":"function_call","id":"fc_2","call_id":"c2","name":"t","arguments":"{}"},{"type":"function_call","id":"fc_3","call_id":"c3","name":"t_x","arguments":"{}"}]}`,
+		`{"output":[{"type":"function_call","id":"fc_1","call_id":"c1","name":".abc","arguments":"{}"},{"type":"function_call","id":"fc_2","call_id":"c2","name":"é","arguments":"{}"},{"type":"function_call","id":"fc_3","call_id":"c3","name":"_x","arguments":"{}"}]}`)
+}

@@ -71,6 +71,35 @@ func tpErr(t testing.TB, p transforms.Protocol, rules, body, code, param, msg st
 	}
 }
 
+// tpOKValid runs the request phase and wants no error, a body that is valid
+// JSON, and that body equal to want.
+func tpOKValid(t *testing.T, p transforms.Protocol, rules, body, want string) *transforms.Exchange {
+	t.Helper()
+	out, x, err := tpRun(t, p, rules, body)
+	if err != nil {
+		t.Fatalf("unexpected error: %v\nrequest: %s", err, body)
+	}
+	if !json.Valid(out) {
+		t.Fatalf("the rewritten body is not valid JSON:\n%s\nrequest: %s", out, body)
+	}
+	transformtest.JSONEqual(t, out, want)
+	return x
+}
+
+// tpResponseOK restores an upstream JSON response on x and wants valid JSON
+// equal to want.
+func tpResponseOK(t *testing.T, x *transforms.Exchange, body, want string) {
+	t.Helper()
+	out, err := x.RewriteResponse([]byte(body))
+	if err != nil {
+		t.Fatalf("response: %v", err)
+	}
+	if !json.Valid(out) {
+		t.Fatalf("the restored response is not valid JSON:\n%s", out)
+	}
+	transformtest.JSONEqual(t, out, want)
+}
+
 // tpDecided wants a decision among those the exchange recorded.
 func tpDecided(t testing.TB, x *transforms.Exchange, tool, action, reason string) {
 	t.Helper()
@@ -451,6 +480,24 @@ func TestToolsPlanBuiltinSchemas(t *testing.T) {
 	one(ts.Properties["limit"].Minimum, 1, "tool_search limit minimum")
 }
 
+// TestToolsPlanStrayToolListEntriesDropped: a null (or any non-object) in
+// a tools list is not sent on, and the body stays valid JSON.
+func TestToolsPlanStrayToolListEntriesDropped(t *testing.T) {
+	rules := tpProfile("function_only")
+	for _, tc := range []struct{ name, body, want string }{
+		{"dropped tool then null", `{"tools":[{"type":"web_search"},null],"model":"m"}`, `{"model":"m"}`},
+		{"null between changed tools", `{"tools":[{"type":"local_shell"},null,{"type":"function","name":"a.b"}]}`,
+			`{"tools":[` + tpDegraded("local_shell", "local_shell") + `,{"type":"function","name":"a_b"}]}`},
+		{"null first, strings and numbers", `{"tools":[null,"x",{"type":"function","name":"a.b"},1,[]],"model":"m"}`,
+			`{"tools":[{"type":"function","name":"a_b"}],"model":"m"}`},
+		{"null beside a tool that needs nothing", `{"tools":[{"type":"function","name":"ok"}, null ]}`, `{"tools":[{"type":"function","name":"ok"}]}`},
+		{"in an additional_tools list", `{"tools":[{"type":"function","name":"a"}],"input":[{"type":"additional_tools","tools":[null,{"type":"local_shell"}]}]}`,
+			`{"tools":[{"type":"function","name":"a"}],"input":[{"type":"additional_tools","tools":[` + tpDegraded("local_shell", "local_shell") + `]}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tpOKValid(t, transforms.ProtocolResponses, rules, tc.body, tc.want) })
+	}
+}
+
 func sortedDecisions(d []transforms.Decision) []string {
 	s := make([]string, len(d))
 	for i, v := range d {
@@ -536,6 +583,45 @@ func TestToolsPlanNamespaces(t *testing.T) {
 			`{"tools":[{"type":"namespace","name":"9fs","tools":[{"type":"function","name":"read"}]}]}`,
 			`{"tools":[{"type":"function","name":"_9fs__read"}]}`)
 	})
+}
+
+// TestToolsPlanNativeNamespacesScopeNames: with native namespaces, names
+// are unique per namespace. Two namespaces may each have a function of one
+// name; a name needing repair is repaired the same way in both, without a
+// hash, and calls come back in their own namespace.
+func TestToolsPlanNativeNamespacesScopeNames(t *testing.T) {
+	rules := tpRules(`{"profile":"function_only","namespaces":"native"}`)
+	t.Run("same valid name in two namespaces passes", func(t *testing.T) {
+		body := `{"model":"m","tools":[{"type":"namespace","name":"n1","description":"one","tools":[{"type":"function","name":"search","parameters":{}}]},` +
+			`{"type":"namespace","name":"n2","description":"two","tools":[{"type":"function","name":"search","parameters":{}}]}],` +
+			`"input":[{"type":"function_call","call_id":"h1","namespace":"n2","name":"search","arguments":"{}"}]}`
+		tpOKValid(t, transforms.ProtocolResponses, rules, body, body)
+	})
+	t.Run("same repaired name in two namespaces, no hash", func(t *testing.T) {
+		x := tpOKValid(t, transforms.ProtocolResponses, rules,
+			`{"model":"m","tools":[{"type":"namespace","name":"n1","tools":[{"type":"function","name":"search.x","parameters":{}}]},`+
+				`{"type":"namespace","name":"n2","tools":[{"type":"function","name":"search.x","parameters":{}}]}],`+
+				`"input":[{"type":"function_call","call_id":"h1","namespace":"n2","name":"search.x","arguments":"{}"},{"type":"function_call_output","call_id":"h1","output":"r"}]}`,
+			`{"model":"m","tools":[{"type":"namespace","name":"n1","tools":[{"type":"function","name":"search_x","parameters":{}}]},`+
+				`{"type":"namespace","name":"n2","tools":[{"type":"function","name":"search_x","parameters":{}}]}],`+
+				`"input":[{"type":"function_call","call_id":"h1","namespace":"n2","name":"search_x","arguments":"{}"},{"type":"function_call_output","call_id":"h1","output":"r"}]}`)
+		tpResponseOK(t, x,
+			`{"id":"r","output":[{"type":"function_call","id":"fc_1","call_id":"c1","namespace":"n1","name":"search_x","arguments":"{\"q\":1}"},`+
+				`{"type":"function_call","id":"fc_2","call_id":"c2","namespace":"n2","name":"search_x","arguments":"{\"q\":2}"}]}`,
+			`{"id":"r","output":[{"type":"function_call","id":"fc_1","call_id":"c1","namespace":"n1","name":"search.x","arguments":"{\"q\":1}"},`+
+				`{"type":"function_call","id":"fc_2","call_id":"c2","namespace":"n2","name":"search.x","arguments":"{\"q\":2}"}]}`)
+	})
+}
+
+// TestToolsPlanNativeToolLeavesFlattenedNamespace: openai_chat keeps
+// custom tools but has no namespaces: the custom tool is sent as it is,
+// outside its namespace, the function flattened, and the decision says so.
+func TestToolsPlanNativeToolLeavesFlattenedNamespace(t *testing.T) {
+	x := tpOKValid(t, transforms.ProtocolResponses, tpProfile("openai_chat"),
+		`{"model":"m","tools":[{"type":"namespace","name":"ns","description":"d","tools":[{"type":"custom","name":"raw","description":"raw text"},{"type":"function","name":"fn","parameters":{}}]}]}`,
+		`{"model":"m","tools":[{"type":"custom","name":"raw","description":"raw text"},{"type":"function","name":"ns__fn","parameters":{}}]}`)
+	tpDecided(t, x, "ns.raw", "keep", "native on this upstream, which has no namespaces: sent and called back without its namespace")
+	tpDecided(t, x, "ns.fn", "flatten", "sent as ns__fn: the upstream has no namespaces")
 }
 
 // --- history -------------------------------------------------------------------------
@@ -625,6 +711,99 @@ func TestToolsPlanHistory(t *testing.T) {
 				p = transforms.ProtocolChat
 			}
 			tpOK(t, p, tc.rules, tc.body, tc.want)
+		})
+	}
+}
+
+// TestToolsPlanFallbackCallInHistoryIsTheBuiltins: a shell call whose
+// arguments did not fit shell_call reached the client as a function_call
+// named "shell"; on the next turn that call is in the history while the
+// built-in is still declared. It is the built-in's own call, not a second
+// tool of that name: no conflict, and it goes upstream as it is. A
+// declared function of that name beside the built-in is still a conflict.
+func TestToolsPlanFallbackCallInHistoryIsTheBuiltins(t *testing.T) {
+	rules := tpProfile("function_only")
+	t.Run("responses shell", func(t *testing.T) {
+		tpOKValid(t, transforms.ProtocolResponses, rules,
+			`{"model":"m","tools":[{"type":"shell"}],"input":[`+
+				`{"type":"message","role":"user","content":"test it"},`+
+				`{"type":"function_call","id":"fc_1","call_id":"c1","name":"shell","arguments":"bun test","status":"completed"},`+
+				`{"type":"function_call_output","call_id":"c1","output":"ok"}]}`,
+			`{"model":"m","tools":[`+tpDegraded("shell", "shell")+`],"input":[`+
+				`{"type":"message","role":"user","content":"test it"},`+
+				`{"type":"function_call","id":"fc_1","call_id":"c1","name":"shell","arguments":"bun test","status":"completed"},`+
+				`{"type":"function_call_output","call_id":"c1","output":"ok"}]}`)
+	})
+	t.Run("chat local_shell", func(t *testing.T) {
+		tpOKValid(t, transforms.ProtocolChat, rules,
+			`{"model":"m","tools":[{"type":"local_shell"}],"messages":[{"role":"user","content":"list"},`+
+				`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"local_shell","arguments":"bun test"}}]},`+
+				`{"role":"tool","tool_call_id":"c1","content":"ok"}]}`,
+			`{"model":"m","tools":[`+tpDegradedChat("local_shell", "local_shell")+`],"messages":[{"role":"user","content":"list"},`+
+				`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"local_shell","arguments":"bun test"}}]},`+
+				`{"role":"tool","tool_call_id":"c1","content":"ok"}]}`)
+	})
+	const conflict = `tools "shell" and "shell shell" both map to the upstream name "shell" under ^[a-zA-Z0-9_-]{1,64}$; rename one of them`
+	t.Run("a declared function named shell next to the built-in is still a conflict", func(t *testing.T) {
+		tpErr(t, transforms.ProtocolResponses, rules, `{"tools":[{"type":"shell"},{"type":"function","name":"shell","parameters":{}}]}`,
+			"tool_name_conflict", "tools", conflict)
+		tpErr(t, transforms.ProtocolResponses, rules, `{"tools":[{"type":"function","name":"shell","parameters":{}},{"type":"shell"}],"input":[`+
+			`{"type":"function_call","call_id":"c1","name":"shell","arguments":"bun test"},{"type":"function_call_output","call_id":"c1","output":"ok"}]}`,
+			"tool_name_conflict", "tools", conflict)
+	})
+}
+
+// TestToolsPlanLoadedToolsWithoutToolsList: tool_search declared only in
+// an additional_tools item; the tool an earlier search loaded goes into a
+// top-level tools list, created when the request has none.
+func TestToolsPlanLoadedToolsWithoutToolsList(t *testing.T) {
+	rules := tpProfile("function_only")
+	input := `"input":[{"type":"additional_tools","role":"developer","tools":[{"type":"tool_search","execution":"client"}]},` +
+		`{"type":"tool_search_output","call_id":"c1","execution":"client","tools":[{"type":"function","name":"lt","description":"loaded","parameters":{}}]}]`
+	wantInput := `"input":[{"type":"additional_tools","role":"developer","tools":[` + tpDegraded("tool_search", "tool_search") + `]},` +
+		`{"type":"function_call_output","call_id":"c1","output":` + transformtest.JSONString(`[{"type":"function","name":"lt","description":"loaded","parameters":{}}]`) + `}]`
+	lt := `{"type":"function","name":"lt","description":"loaded","parameters":{}}`
+	for _, tc := range []struct{ name, body string }{
+		{"no tools key", `{"model":"m",` + input + `}`},
+		{"no tools key, input first", `{` + input + `,"model":"m"}`},
+		{"no tools key, nothing else", `{` + input + `}`},
+		{"empty tools list", `{"model":"m","tools":[],` + input + `}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := `{"tools":[` + lt + `],` + wantInput
+			if strings.Contains(tc.body, `"model"`) {
+				want += `,"model":"m"`
+			}
+			x := tpOKValid(t, transforms.ProtocolResponses, rules, tc.body, want+`}`)
+			tpDecided(t, x, "lt", "load", "loaded by an earlier tool_search")
+		})
+	}
+}
+
+// TestToolsPlanLoadedNamespaceKeptNative: with native namespaces a loaded
+// namespace is appended as a namespace, its tools inside, without
+// defer_loading, since tool_search is degraded.
+func TestToolsPlanLoadedNamespaceKeptNative(t *testing.T) {
+	rules := tpRules(`{"profile":"function_only","namespaces":"native"}`)
+	for _, tc := range []struct{ name, loaded, want string }{
+		{
+			name:   "as reported",
+			loaded: `{"type":"namespace","name":"mcp__x","tools":[{"type":"function","name":"lt","defer_loading":true}]}`,
+			want:   `{"type":"namespace","name":"mcp__x","tools":[{"type":"function","name":"lt"}]}`,
+		},
+		{
+			name:   "namespace members kept, its own defer_loading stripped",
+			loaded: `{"type":"namespace","name":"mcp__x","description":"X server","defer_loading":true,"tools":[{"type":"function","name":"lt","defer_loading":true,"parameters":{}},{"type":"function","name":"lt.2","parameters":{}}]}`,
+			want:   `{"type":"namespace","name":"mcp__x","description":"X server","tools":[{"type":"function","name":"lt","parameters":{}},{"type":"function","name":"lt_2","parameters":{}}]}`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := tpOKValid(t, transforms.ProtocolResponses, rules,
+				`{"model":"m","tools":[{"type":"tool_search","execution":"client"}],"input":[`+
+					`{"type":"tool_search_output","call_id":"c1","execution":"client","tools":[`+tc.loaded+`]}]}`,
+				`{"model":"m","tools":[`+tpDegraded("tool_search", "tool_search")+`,`+tc.want+`],"input":[`+
+					`{"type":"function_call_output","call_id":"c1","output":`+transformtest.JSONString(`[`+tc.loaded+`]`)+`}]}`)
+			tpDecided(t, x, "mcp__x.lt", "load", "loaded by an earlier tool_search")
 		})
 	}
 }
@@ -920,6 +1099,88 @@ func TestToolsPlanToolChoiceChat(t *testing.T) {
 		"unsupported_tool_choice", "tool_choice", `tool_choice "required" is not supported by the upstream while thinking (tools_plan profile qwen)`)
 }
 
+// TestToolsPlanBareChoiceSharedByNamespacesIsAmbiguous: a choice naming,
+// by its name alone, a tool that two flattened namespaces have is a 400
+// naming both, the same one every time; a name only one namespace has, a
+// namespaced choice, or a top-level function of that name resolves to its
+// tool.
+func TestToolsPlanBareChoiceSharedByNamespacesIsAmbiguous(t *testing.T) {
+	rules := tpProfile("function_only")
+	const msg = `tool_choice names "get" without a namespace, and the namespaces n1, n2 each have a tool of that name`
+	for _, tools := range []string{
+		`"tools":[{"type":"namespace","name":"n1","tools":[{"type":"function","name":"get"}]},{"type":"namespace","name":"n2","tools":[{"type":"function","name":"get"}]}]`,
+		`"tools":[{"type":"namespace","name":"n2","tools":[{"type":"function","name":"get"}]},{"type":"function","name":"other"},{"type":"namespace","name":"n1","tools":[{"type":"function","name":"get"}]}]`,
+	} {
+		for i := 0; i < 50; i++ {
+			tpErr(t, transforms.ProtocolResponses, rules, `{"model":"m",`+tools+`,"tool_choice":{"type":"function","name":"get"}}`,
+				"ambiguous_tool_choice", "tool_choice", msg)
+			tpErr(t, transforms.ProtocolResponses, rules, `{"model":"m",`+tools+`,"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"function","name":"other"},{"type":"function","name":"get"}]}}`,
+				"ambiguous_tool_choice", "tool_choice.tools[1]", msg)
+		}
+	}
+	const two = `"tools":[{"type":"namespace","name":"n1","tools":[{"type":"function","name":"get"},{"type":"function","name":"put"}]},{"type":"namespace","name":"n2","tools":[{"type":"function","name":"get"}]}]`
+	const flat = `"tools":[{"type":"function","name":"n1__get"},{"type":"function","name":"n1__put"},{"type":"function","name":"n2__get"}]`
+	t.Run("a bare name one namespace has", func(t *testing.T) {
+		tpOKValid(t, transforms.ProtocolResponses, rules, `{"model":"m",`+two+`,"tool_choice":{"type":"function","name":"put"}}`,
+			`{"model":"m",`+flat+`,"tool_choice":{"type":"function","name":"n1__put"}}`)
+	})
+	t.Run("a namespaced choice of the shared name", func(t *testing.T) {
+		tpOKValid(t, transforms.ProtocolResponses, rules, `{"model":"m",`+two+`,"tool_choice":{"type":"function","namespace":"n2","name":"get"}}`,
+			`{"model":"m",`+flat+`,"tool_choice":{"type":"function","name":"n2__get"}}`)
+	})
+	t.Run("a top-level function of the shared name is not ambiguous", func(t *testing.T) {
+		tpOKValid(t, transforms.ProtocolResponses, rules,
+			`{"model":"m","tools":[{"type":"function","name":"get"},{"type":"namespace","name":"n1","tools":[{"type":"function","name":"get"}]},{"type":"namespace","name":"n2","tools":[{"type":"function","name":"get"}]}],"tool_choice":{"type":"function","name":"get"}}`,
+			`{"model":"m","tools":[{"type":"function","name":"get"},{"type":"function","name":"n1__get"},{"type":"function","name":"n2__get"}],"tool_choice":{"type":"function","name":"get"}}`)
+	})
+}
+
+// TestToolsPlanManyBareAllowedToolsResolve: 8000 namespaced tools and an
+// allowed_tools entry by bare name for each, in reverse order: every entry
+// resolves to its own tool, imitated or renamed per profile. Bare names
+// are looked up in an index; a search per entry would be quadratic here.
+func TestToolsPlanManyBareAllowedToolsResolve(t *testing.T) {
+	const nsCount, perNS = 80, 100
+	var tools, entries, flatTools, flatEntries []string
+	for n := 0; n < nsCount; n++ {
+		var members []string
+		for i := 0; i < perNS; i++ {
+			name := fmt.Sprintf("t%05d", n*perNS+i)
+			members = append(members, `{"type":"function","name":"`+name+`"}`)
+			flatTools = append(flatTools, fmt.Sprintf(`{"type":"function","name":"ns%03d__%s"}`, n, name))
+		}
+		tools = append(tools, fmt.Sprintf(`{"type":"namespace","name":"ns%03d","tools":[%s]}`, n, strings.Join(members, ",")))
+	}
+	// Entries in reverse order of declaration.
+	for k := nsCount*perNS - 1; k >= 0; k-- {
+		entries = append(entries, fmt.Sprintf(`{"type":"function","name":"t%05d"}`, k))
+		flatEntries = append(flatEntries, fmt.Sprintf(`{"type":"function","name":"ns%03d__t%05d"}`, k/perNS, k))
+	}
+	body := `{"model":"m","tools":[` + strings.Join(tools, ",") + `],"tool_choice":{"type":"allowed_tools","mode":"required","tools":[` + strings.Join(entries, ",") + `]}}`
+	t.Run("function_only imitates", func(t *testing.T) {
+		tpOKValid(t, transforms.ProtocolResponses, tpRules(`{"profile":"function_only","max_tools":0}`), body,
+			`{"model":"m","tools":[`+strings.Join(flatTools, ",")+`],"tool_choice":"required"}`)
+	})
+	t.Run("openai_chat renames the entries", func(t *testing.T) {
+		tpOKValid(t, transforms.ProtocolResponses, tpRules(`{"profile":"openai_chat","max_tools":0}`), body,
+			`{"model":"m","tools":[`+strings.Join(flatTools, ",")+`],"tool_choice":{"type":"allowed_tools","mode":"required","tools":[`+strings.Join(flatEntries, ",")+`]}}`)
+	})
+}
+
+// TestToolsPlanImitatedChoiceLeavesLoadedToolsOut: kimi has no named
+// choice, so only the chosen tool is sent, with auto; a tool an earlier
+// tool_search loaded is not sent alongside it.
+func TestToolsPlanImitatedChoiceLeavesLoadedToolsOut(t *testing.T) {
+	x := tpOKValid(t, transforms.ProtocolResponses, tpProfile("kimi"),
+		`{"model":"m","tools":[{"type":"tool_search","execution":"client"},{"type":"function","name":"fff","parameters":{}}],"tool_choice":{"type":"function","name":"fff"},`+
+			`"input":[{"type":"tool_search_call","call_id":"c1","execution":"client","arguments":{"query":"q"}},`+
+			`{"type":"tool_search_output","call_id":"c1","execution":"client","tools":[{"type":"function","name":"lt1","parameters":{}}]}]}`,
+		`{"model":"m","tools":[{"type":"function","name":"fff","parameters":{}}],"tool_choice":"auto",`+
+			`"input":[{"type":"function_call","call_id":"c1","name":"tool_search","arguments":`+transformtest.JSONString(`{"query":"q"}`)+`},`+
+			`{"type":"function_call_output","call_id":"c1","output":`+transformtest.JSONString(`[{"type":"function","name":"lt1","parameters":{}}]`)+`}]}`)
+	tpDecided(t, x, "fff", "degrade_tool_choice", "a named choice is not supported without thinking: only this tool is sent, with auto")
+}
+
 // TestToolsPlanNoneRemovesToolsWherever: "none" without the mode removes
 // tools and tool_choice wherever they stand, and the rest stays valid.
 func TestToolsPlanNoneRemovesToolsWherever(t *testing.T) {
@@ -937,6 +1198,49 @@ func TestToolsPlanNoneRemovesToolsWherever(t *testing.T) {
 			tpOK(t, transforms.ProtocolResponses, tpProfile(p), tc.body, tc.want)
 		}
 	}
+}
+
+// TestToolsPlanNoneRemovesToolsInEveryMemberOrder: tools and tool_choice
+// both go, whatever their places among the other members and whatever the
+// white space: neighbours share a comma, which must go once.
+func TestToolsPlanNoneRemovesToolsInEveryMemberOrder(t *testing.T) {
+	members := []string{`"model":"m"`, `"tools":[{"type":"function","name":"f"}]`, `"tool_choice":"none"`, `"input":"hi"`}
+	var perm func([]string, int)
+	perm = func(m []string, k int) {
+		if k == len(m) {
+			for _, sep := range []string{",", " ,\n "} {
+				body := "{" + strings.Join(m, sep) + "}"
+				x := transformtest.Begin(t, transformtest.Chain(t, `[{"transform":"tools_plan","config":{"profile":"glm"}}]`), transforms.ProtocolResponses, []byte(body))
+				out, err := x.RewriteRequest([]byte(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				transformtest.JSONEqual(t, out, `{"model":"m","input":"hi"}`)
+			}
+			return
+		}
+		for i := k; i < len(m); i++ {
+			m[k], m[i] = m[i], m[k]
+			perm(m, k+1)
+			m[k], m[i] = m[i], m[k]
+		}
+	}
+	perm(members, 0)
+}
+
+// TestToolsPlanNoneEmptiesAdditionalTools: glm has no tool_choice none, so
+// no tools are sent: the top-level list and tool_choice go, and the lists
+// of additional_tools items are emptied.
+func TestToolsPlanNoneEmptiesAdditionalTools(t *testing.T) {
+	tpOKValid(t, transforms.ProtocolResponses, tpProfile("glm"),
+		`{"model":"m","tool_choice":"none","tools":[{"type":"function","name":"a"}],"input":[`+
+			`{"type":"message","role":"user","content":"hi"},`+
+			`{"type":"additional_tools","role":"developer","tools":[{"type":"local_shell"},{"type":"namespace","name":"ns","tools":[{"type":"function","name":"x"}]}]}]}`,
+		`{"model":"m","input":[{"type":"message","role":"user","content":"hi"},{"type":"additional_tools","role":"developer","tools":[]}]}`)
+	// With no top-level tools at all.
+	tpOKValid(t, transforms.ProtocolResponses, tpProfile("glm"),
+		`{"tool_choice":"none","input":[{"type":"additional_tools","tools":[{"type":"function","name":"b.c"}]}]}`,
+		`{"input":[{"type":"additional_tools","tools":[]}]}`)
 }
 
 // --- max_tools -------------------------------------------------------------------------
@@ -1246,6 +1550,49 @@ func TestToolsPlanCaddyfileErrors(t *testing.T) {
 			t.Errorf("%q: err = %v\nwant %s", tc.block, err, tc.want)
 		}
 	}
+}
+
+// TestToolsPlanTypeLinesOverrideNativeTypes: a type's own line (degrade,
+// reject) wins over the preset and over native_types, in JSON and in the
+// Caddyfile, whatever the order of the Caddyfile's lines.
+func TestToolsPlanTypeLinesOverrideNativeTypes(t *testing.T) {
+	body := `{"model":"m","tools":[{"type":"custom","name":"raw","description":"r"},{"type":"function","name":"f"}]}`
+	degraded := `{"model":"m","tools":[{"type":"function","name":"raw","description":"r","parameters":` + genericParams + `,"strict":false},{"type":"function","name":"f"}]}`
+	const rejected = `tool type "custom" at tools[0] is not supported by the upstream (tools_plan profile %s)`
+	t.Run("json degrade over the preset", func(t *testing.T) {
+		tpOKValid(t, transforms.ProtocolResponses, tpRules(`{"profile":"openai_chat","types":{"custom":"degrade"}}`), body, degraded)
+	})
+	t.Run("json degrade over native_types", func(t *testing.T) {
+		tpOKValid(t, transforms.ProtocolResponses, tpRules(`{"profile":"function_only","native_types":["custom"],"types":{"custom":"degrade"}}`), body, degraded)
+	})
+	t.Run("json reject", func(t *testing.T) {
+		tpErr(t, transforms.ProtocolResponses, tpRules(`{"profile":"openai_chat","types":{"custom":"reject"}}`), body,
+			"unsupported_tool", "tools[0]", fmt.Sprintf(rejected, "openai_chat"))
+		tpErr(t, transforms.ProtocolResponses, tpRules(`{"profile":"openai_chat","native_types":["custom"],"types":{"custom":"reject"}}`), body,
+			"unsupported_tool", "tools[0]", fmt.Sprintf(rejected, "openai_chat"))
+	})
+	for _, tc := range []struct{ name, block string }{
+		{"caddyfile reject", "tools_plan {\n\tprofile openai_chat\n\tcustom reject\n}"},
+		{"caddyfile reject over native_types", "tools_plan {\n\tprofile openai_chat\n\tnative_types custom\n\tcustom reject\n}"},
+		{"caddyfile reject, native_types after", "tools_plan {\n\tprofile openai_chat\n\tcustom reject\n\tnative_types custom\n}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tp, err := tpCaddyfile(t, tc.block)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, _ := json.Marshal(tp)
+			tpErr(t, transforms.ProtocolResponses, tpRules(string(cfg)), body, "unsupported_tool", "tools[0]", fmt.Sprintf(rejected, "openai_chat"))
+		})
+	}
+	t.Run("caddyfile degrade", func(t *testing.T) {
+		tp, err := tpCaddyfile(t, "tools_plan {\n\tprofile openai_chat\n\tcustom degrade\n}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, _ := json.Marshal(tp)
+		tpOKValid(t, transforms.ProtocolResponses, tpRules(string(cfg)), body, degraded)
+	})
 }
 
 // TestToolsPlanProvisionErrors: configs that cannot work are refused when

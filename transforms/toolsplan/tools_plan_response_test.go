@@ -965,6 +965,134 @@ func TestToolsPlanStreamInterleavedBuiltinCalls(t *testing.T) {
 	}
 }
 
+// tpEvent is one client-side SSE event as the tracker writes it.
+func tpEvent(typ string, seq int, rest string) string {
+	return "event: " + typ + "\ndata: {\"type\":\"" + typ + "\",\"sequence_number\":" + transformtest.Itoa(seq) + rest + "}\n\n"
+}
+
+// tpValidEvents checks every data payload of a stream is valid JSON.
+func tpValidEvents(t *testing.T, stream string) {
+	t.Helper()
+	for _, line := range strings.Split(stream, "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok && !json.Valid([]byte(d)) {
+			t.Fatalf("event data is not valid JSON: %s", d)
+		}
+	}
+}
+
+// TestToolsPlanStreamHeldCallsSharingACallID: two held local_shell calls
+// that the upstream gave one call_id, their events interleaved: each is
+// delivered with its own command at its own output_index, whichever
+// finishes first, and response.completed lists each as its own item.
+func TestToolsPlanStreamHeldCallsSharingACallID(t *testing.T) {
+	req := `{"model":"gpt-5.5","stream":true,"tools":[{"type":"local_shell"},{"type":"function","name":"exec_command","parameters":{}}]}`
+	item := func(id, status, args string) string {
+		return `{"id":"` + id + `","type":"function_call","status":"` + status + `","arguments":` + transformtest.JSONString(args) + `,"call_id":"dup","name":"local_shell"}`
+	}
+	const aArgs, bArgs = `{"command":["ls","-la"]}`, `{"command":["pwd"]}`
+	ls := func(id, status, cmd string) string {
+		return `{"type":"local_shell_call","id":"` + id + `","call_id":"dup","status":"` + status + `","action":{"type":"exec","command":` + cmd + `,"env":{}}}`
+	}
+	a, b := ls("fc_a", "completed", `["ls","-la"]`), ls("fc_b", "completed", `["pwd"]`)
+	aAdded, bAdded := ls("fc_a", "in_progress", `["ls","-la"]`), ls("fc_b", "in_progress", `["pwd"]`)
+	head := []string{
+		`{"type":"response.created","sequence_number":0,"response":{"id":"r","status":"in_progress","output":[]}}`,
+		`{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":` + item("fc_a", "in_progress", "") + `}`,
+		`{"type":"response.output_item.added","sequence_number":2,"output_index":1,"item":` + item("fc_b", "in_progress", "") + `}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":3,"item_id":"fc_a","output_index":0,"delta":"{\"command\":[\"ls\","}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":4,"item_id":"fc_b","output_index":1,"delta":"{\"command\":["}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":5,"item_id":"fc_a","output_index":0,"delta":"\"-la\"]}"}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":6,"item_id":"fc_b","output_index":1,"delta":"\"pwd\"]}"}`,
+	}
+	doneA := []string{
+		`{"type":"response.function_call_arguments.done","sequence_number":0,"item_id":"fc_a","output_index":0,"arguments":` + transformtest.JSONString(aArgs) + `}`,
+		`{"type":"response.output_item.done","sequence_number":0,"output_index":0,"item":` + item("fc_a", "completed", aArgs) + `}`,
+	}
+	doneB := []string{
+		`{"type":"response.function_call_arguments.done","sequence_number":0,"item_id":"fc_b","output_index":1,"arguments":` + transformtest.JSONString(bArgs) + `}`,
+		`{"type":"response.output_item.done","sequence_number":0,"output_index":1,"item":` + item("fc_b", "completed", bArgs) + `}`,
+	}
+	completed := `{"type":"response.completed","sequence_number":0,"response":{"id":"r","status":"completed","output":[` +
+		item("fc_a", "completed", aArgs) + `,` + item("fc_b", "completed", bArgs) + `]}}`
+	// renumber gives the upstream events gap-free sequence numbers.
+	renumber := func(evs []string) []string {
+		out := make([]string, len(evs))
+		for i, e := range evs {
+			var m map[string]json.RawMessage
+			_ = json.Unmarshal([]byte(e), &m)
+			out[i] = strings.Replace(e, `"sequence_number":`+string(m["sequence_number"]), `"sequence_number":`+transformtest.Itoa(i), 1)
+		}
+		return out
+	}
+	created := `,"response":{"id":"r","status":"in_progress","output":[]}`
+	wantCompleted := `,"response":{"id":"r","status":"completed","output":[` + a + `,` + b + `]}`
+	for _, tc := range []struct {
+		name string
+		up   []string
+		want string
+	}{
+		{
+			name: "a finishes first",
+			up:   append(append(append(append([]string{}, head...), doneA...), doneB...), completed),
+			want: tpEvent("response.created", 0, created) +
+				tpEvent("response.output_item.added", 1, `,"output_index":0,"item":`+aAdded) +
+				tpEvent("response.output_item.done", 2, `,"output_index":0,"item":`+a) +
+				tpEvent("response.output_item.added", 3, `,"output_index":1,"item":`+bAdded) +
+				tpEvent("response.output_item.done", 4, `,"output_index":1,"item":`+b) +
+				tpEvent("response.completed", 5, wantCompleted),
+		},
+		{
+			name: "b finishes first",
+			up:   append(append(append(append([]string{}, head...), doneB...), doneA...), completed),
+			want: tpEvent("response.created", 0, created) +
+				tpEvent("response.output_item.added", 1, `,"output_index":1,"item":`+bAdded) +
+				tpEvent("response.output_item.done", 2, `,"output_index":1,"item":`+b) +
+				tpEvent("response.output_item.added", 3, `,"output_index":0,"item":`+aAdded) +
+				tpEvent("response.output_item.done", 4, `,"output_index":0,"item":`+a) +
+				tpEvent("response.completed", 5, wantCompleted),
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := transformtest.StreamCase(t, planRules, req, transformtest.SSE(renumber(tc.up)...))
+			tpValidEvents(t, got)
+			if got != tc.want {
+				t.Fatalf("stream mismatch\n--- got\n%s\n--- want\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestToolsPlanStreamEmptyFinishedArgumentsTakeTheDeltas: a renamed
+// function whose arguments streamed as deltas, while its done event and
+// finished item carry "arguments":"": the client gets the streamed
+// arguments in both, and in response.completed.
+func TestToolsPlanStreamEmptyFinishedArgumentsTakeTheDeltas(t *testing.T) {
+	req := `{"model":"gpt-5.5","stream":true,"tools":[{"type":"function","name":"a.b","parameters":{}},{"type":"local_shell"}]}`
+	up := transformtest.SSE(
+		`{"type":"response.created","sequence_number":0,"response":{"id":"r","status":"in_progress","output":[]}}`,
+		`{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"in_progress","arguments":"","call_id":"c1","name":"a_b"}}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":2,"item_id":"fc_1","output_index":0,"delta":"{\"path\":","obfuscation":"p"}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":3,"item_id":"fc_1","output_index":0,"delta":"\"a.txt\"}","obfuscation":"q"}`,
+		`{"type":"response.function_call_arguments.done","sequence_number":4,"item_id":"fc_1","output_index":0,"name":"a_b","arguments":""}`,
+		`{"type":"response.output_item.done","sequence_number":5,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"completed","arguments":"","call_id":"c1","name":"a_b"}}`,
+		`{"type":"response.completed","sequence_number":6,"response":{"id":"r","status":"completed","output":[{"id":"fc_1","type":"function_call","status":"completed","arguments":"","call_id":"c1","name":"a_b"}]}}`,
+	)
+	const args = `{"path":"a.txt"}`
+	fc := `{"id":"fc_1","type":"function_call","status":"completed","arguments":` + transformtest.JSONString(args) + `,"call_id":"c1","name":"a.b"}`
+	want := tpEvent("response.created", 0, `,"response":{"id":"r","status":"in_progress","output":[]}`) +
+		tpEvent("response.output_item.added", 1, `,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"in_progress","arguments":"","call_id":"c1","name":"a.b"}`) +
+		tpEvent("response.function_call_arguments.delta", 2, `,"item_id":"fc_1","output_index":0,"delta":`+transformtest.JSONString(`{"path":`)) +
+		tpEvent("response.function_call_arguments.delta", 3, `,"item_id":"fc_1","output_index":0,"delta":`+transformtest.JSONString(`"a.txt"}`)) +
+		tpEvent("response.function_call_arguments.done", 4, `,"item_id":"fc_1","output_index":0,"arguments":`+transformtest.JSONString(args)) +
+		tpEvent("response.output_item.done", 5, `,"output_index":0,"item":`+fc) +
+		tpEvent("response.completed", 6, `,"response":{"id":"r","status":"completed","output":[`+fc+`]}`)
+	got := transformtest.StreamCase(t, planRules, req, up)
+	tpValidEvents(t, got)
+	if got != want {
+		t.Fatalf("stream mismatch\n--- got\n%s\n--- want\n%s", got, want)
+	}
+}
+
 // A held call over max_call_buffer ends the stream with the gateway's
 // error; nothing of the call reaches the client.
 func TestToolsPlanStreamHeldCallBufferLimit(t *testing.T) {
