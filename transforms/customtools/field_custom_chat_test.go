@@ -314,15 +314,13 @@ func TestChatHeldFragmentsRespectTheLimit(t *testing.T) {
 	}
 }
 
-// TestFixReviewTypelessChatToolConflictsWithCustom: the walk now reads a
-// Chat tool without a type as the function vLLM and Ollama read
-// ({"function":{"name":"x"}}), and gives it its name, but
-// field_custom_tools_to_function still registers only Type "function" as
-// a native function: a custom tool x beside it is converted into a second
-// function x, with no custom_tool_conflict, and every call to x is later
-// restored as a custom call, the typeless function's included. Right: the
-// 400 custom_tool_conflict a typed function x gets.
-func TestFixReviewTypelessChatToolConflictsWithCustom(t *testing.T) {
+// TestChatTypelessFunctionConflictsWithCustom: a Chat tool without a type
+// is the function vLLM and Ollama read ({"function":{"name":"x"}}), so a
+// custom tool x beside it is a 400 custom_tool_conflict, as beside a typed
+// function x. Converted instead, the custom tool would become a second
+// function x, and every call to x, the typeless function's included, would
+// come back as a custom call.
+func TestChatTypelessFunctionConflictsWithCustom(t *testing.T) {
 	body := `{"model":"m","messages":[],"tools":[{"function":{"name":"x"}},{"type":"custom","custom":{"name":"x"}}]}`
 	out, err := rewriteChat(t, `[{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}]`, body)
 	var e *transforms.Error
