@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -80,6 +81,72 @@ func hasDecision(x *transforms.Exchange, tool, action string) bool {
 		}
 	}
 	return false
+}
+
+// normalizeRecovered is nsRun with a panic turned into an error, so one
+// crashing case does not take the package's tests down.
+func normalizeRecovered(t *testing.T, cfg string, p transforms.Protocol, body string) (out []byte, x *transforms.Exchange, err error) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return nsRun(t, cfg, p, body)
+}
+
+// firstParams returns the parameters and strict member of the first
+// function of a Responses request.
+func firstParams(t *testing.T, body []byte) ([]byte, *bool) {
+	t.Helper()
+	tools := corpusTools(t, body, transforms.ProtocolResponses)
+	if len(tools) == 0 {
+		t.Fatalf("no tools in %s", body)
+	}
+	return tools[0].Parameters, tools[0].Strict
+}
+
+// validatorAccepts fails when the dialect's validator refuses the
+// parameters.
+func validatorAccepts(t *testing.T, dialect string, body []byte) {
+	t.Helper()
+	p, strict := firstParams(t, body)
+	if problems := fakeprovider.CheckSchema(dialect, p, strict); len(problems) > 0 {
+		t.Errorf("the %s validator refuses the output:\n  %s\n  %s", dialect, strings.Join(problems, "\n  "), p)
+	}
+}
+
+// normalizeSame fails unless the request comes back as the very slice it
+// was handed, without an error or a decision.
+func normalizeSame(t *testing.T, config string, proto transforms.Protocol, body string) {
+	t.Helper()
+	c := transformtest.Chain(t, `[{"transform":"tools_normalize_schema","config":`+config+`}]`)
+	b := []byte(body)
+	x := transformtest.Begin(t, c, proto, b)
+	x.Explain = true
+	out, err := x.RewriteRequest(b)
+	if err != nil {
+		t.Fatalf("a schema that needs no change was refused: %v", err)
+	}
+	if !jsonspan.SameSlice(out, b) {
+		t.Errorf("a schema that needs no change must come back as the same slice\n in:  %s\n out: %s", b, out)
+	}
+	if d := x.Decisions(); len(d) != 0 {
+		t.Errorf("decisions for a request that needs no change: %+v", d)
+	}
+}
+
+// normalizeLarge runs one rewrite of a large body and returns its output.
+func normalizeLarge(t *testing.T, config, body string) []byte {
+	t.Helper()
+	c := transformtest.Chain(t, `[{"transform":"tools_normalize_schema","config":`+config+`}]`)
+	b := []byte(body)
+	x := transformtest.Begin(t, c, transforms.ProtocolResponses, b)
+	out, err := x.RewriteRequest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // --- 1. bytes ------------------------------------------------------------------------------------
@@ -602,8 +669,9 @@ func TestNormalizeSchemaKimi(t *testing.T) {
 	transformtest.JSONEqual(t, out, chatFn(`{"type":"object","properties":{"a":{"type":"object","properties":{}}}}`, `,"strict":false`))
 }
 
-// TestNormalizeSchemaTypeListEdges: a type list is a type too. Each of
-// these was wrong when written (see the commit message).
+// TestNormalizeSchemaTypeListEdges: a type list is a type too: formats,
+// keywords, properties, closing and the root read each of its types, and a
+// type that is no type is left alone.
 func TestNormalizeSchemaTypeListEdges(t *testing.T) {
 	for _, tc := range []struct {
 		name, cfg, in, want string
@@ -632,7 +700,7 @@ func TestNormalizeSchemaTypeListEdges(t *testing.T) {
 			`{"dialect":"kimi"}`,
 			`{"type":["object","null"],"properties":{"a":{"type":"string"}}}`,
 			`{"type":"object","properties":{"a":{"type":"string"}}}`, false},
-		{"a type that is no type is left as it is (it panicked)",
+		{"a type that is no type is left as it is",
 			`{}`,
 			`{"type":"object","properties":{"a":{"type":[]},"b":{"type":[1]},"c":{"type":"object"}}}`,
 			`{"type":"object","properties":{"a":{"type":[]},"b":{"type":[1]},"c":{"type":"object","properties":{}}}}`, false},

@@ -84,6 +84,46 @@ func scaling(b *testing.B, name string, body func(n int) string, n int, rewrite 
 	b.ReportMetric(float64(tLarge)/float64(tSmall), name+"_x8")
 }
 
+// scaleFilterBody is a request with n namespaces of two tools and n
+// additional_tools items, for
+// TestFilterHandlesThousandsOfNamespacesAndCalls and
+// BenchmarkFilterScaling.
+func scaleFilterBody(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"model":"m","tools":[`)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"type":"namespace","name":"ns%d","tools":[{"type":"function","name":"delete_%d"},{"type":"function","name":"read_%d"}]}`, i, i, i)
+	}
+	b.WriteString(`],"input":[`)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"type":"additional_tools","tools":[{"type":"function","name":"delete_x%d"},{"type":"function","name":"dup"}]}`, i)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+// scaleOffHistory is a Responses history of n call, output and message
+// triples, for TestFilterHandlesThousandsOfNamespacesAndCalls and
+// BenchmarkFilterScaling.
+func scaleOffHistory(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"model":"m","input":[`)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"type":"function_call","call_id":"c%d","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c%d","output":"o"},{"type":"message","role":"user","content":"next"}`, i, i)
+	}
+	b.WriteString(`],"tools":[{"type":"function","name":"f"}]}`)
+	return b.String()
+}
+
 // BenchmarkFilterScaling: eight times the namespaces and additional_tools
 // items, and eight times the history with function calling off.
 func BenchmarkFilterScaling(b *testing.B) {

@@ -1,6 +1,7 @@
 package toolsfilter
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -441,4 +442,233 @@ func TestToolsFilterResponseFunctionCallingOff(t *testing.T) {
 		t.Errorf("passed call changed: %v\n%s", err, out)
 	}
 	tfCounts(t, x, 0, 1, 0)
+}
+
+// --- legacy function_call and chained rules ------------------------------------------------------
+
+// TestToolsFilterLegacyFunctionCallResponse: an answer in the legacy
+// function_call form (to a request with functions) is judged like
+// tool_calls, in JSON and in streams; a removed one leaves an answer that
+// finished with stop.
+func TestToolsFilterLegacyFunctionCallResponse(t *testing.T) {
+	req := `{"model":"m","messages":[{"role":"user","content":"hi"}],"functions":[{"name":"read_file","parameters":{}}]}`
+	cfg := `{"drop_undeclared_calls":true}`
+	json := func(name string) string {
+		return `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"function_call":{"name":"` + name + `","arguments":"{}"}},"finish_reason":"function_call"}]}`
+	}
+	x, _ := tfExchange(t, transforms.ProtocolChat, cfg, req)
+	out, err := x.RewriteResponse([]byte(json("wipe_disk")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	transformtest.JSONEqual(t, out, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null},"finish_reason":"stop"}]}`)
+	tfCounts(t, x, 1, 0, 1)
+
+	x, _ = tfExchange(t, transforms.ProtocolChat, cfg, req)
+	if out, err = x.RewriteResponse([]byte(json("read_file"))); err != nil || string(out) != json("read_file") {
+		t.Fatalf("a declared legacy call changed: %s %v", out, err)
+	}
+	tfCounts(t, x, 0, 0, 0)
+
+	up := transformtest.ChatSSE(
+		tfChunk(`{"role":"assistant","content":null,"function_call":{"name":"wipe_disk","arguments":""}}`, `null`),
+		tfChunk(`{"function_call":{"arguments":"{}"}}`, `null`),
+		tfChunk(`{}`, `"function_call"`),
+	)
+	x, _ = tfExchange(t, transforms.ProtocolChat, cfg, strings.Replace(req, `"messages"`, `"stream":true,"messages"`, 1))
+	got := transformtest.Replay(t, x, up, 4096)
+	want := transformtest.ChatSSE(
+		tfChunk(`{"role":"assistant","content":null}`, `null`),
+		tfChunk(`{}`, `null`),
+		tfChunk(`{}`, `"stop"`),
+	)
+	if got != want {
+		t.Fatalf("stream:\n got %s\nwant %s", got, want)
+	}
+	tfCounts(t, x, 1, 0, 1)
+}
+
+// TestToolsFilterTwoRulesCountACallOnce: with two filter rules, the one
+// nearer the upstream never saw the tool the other filtered and calls it
+// undeclared; the nearer-the-client rule's reason replaces that count, so
+// the call is counted once, as filtered.
+func TestToolsFilterTwoRulesCountACallOnce(t *testing.T) {
+	rules := `[{"transform":"tools_filter","config":{"deny":["write_file"]}},{"transform":"tools_filter","config":{"deny":["web_search"]}}]`
+	c := transformtest.Chain(t, rules)
+	req := tfResp(``, tfRead, tfWrite, tfWeb)
+	x := transformtest.Begin(t, c, transforms.ProtocolResponses, []byte(req))
+	if _, err := x.RewriteRequest([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.RewriteResponse([]byte(tfResponse(tfWriteItem))); err != nil {
+		t.Fatal(err)
+	}
+	tfCounts(t, x, 0, 1, 0)
+
+	chatReq := tfChat(``, `{"type":"function","function":{"name":"read_file"}}`, `{"type":"function","function":{"name":"write_file"}}`)
+	x = transformtest.Begin(t, c, transforms.ProtocolChat, []byte(chatReq))
+	if _, err := x.RewriteRequest([]byte(chatReq)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.RewriteResponse([]byte(tfCompletion("tool_calls", tfWriteCall))); err != nil {
+		t.Fatal(err)
+	}
+	tfCounts(t, x, 0, 1, 0)
+}
+
+// --- streams -------------------------------------------------------------------------------------
+
+// TestStreamDropsCallAddedWithoutOutputIndex: when a dropped call's
+// response.output_item.added carries no output_index (compatible servers
+// omit it), every event of the item, by item_id or item.id, vanishes: the
+// client never gets the events of a call it never saw added.
+func TestStreamDropsCallAddedWithoutOutputIndex(t *testing.T) {
+	up := transformtest.SSE(
+		`{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","status":"in_progress","output":[]}}`,
+		`{"type":"response.output_item.added","sequence_number":1,"item":{"id":"fc_1","type":"function_call","status":"in_progress","arguments":"","call_id":"call_1","name":"invented"}}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":2,"item_id":"fc_1","delta":"{}"}`,
+		`{"type":"response.output_item.done","sequence_number":3,"item":`+tfFC1Done+`}`,
+		`{"type":"response.completed","sequence_number":4,"response":{"id":"resp_1","status":"completed","output":[`+tfFC1Done+`]}}`,
+	)
+	want := transformtest.SSE(
+		`{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","status":"in_progress","output":[]}}`,
+		`{"type":"response.completed","sequence_number":1,"response":{"id":"resp_1","status":"completed","output":[]}}`,
+	)
+	x, _ := tfExchange(t, transforms.ProtocolResponses, `{"drop_undeclared_calls":true}`, tfResp(`,"stream":true`, tfRead))
+	got := transformtest.Replay(t, x, up, 4096)
+	if got != want {
+		t.Errorf("got\n%s\n--- want\n%s", got, want)
+	}
+	tfCounts(t, x, 1, 0, 1)
+}
+
+// TestStreamDropsPerChoiceAndByItemID: a Chat stream with two choices
+// renumbers and finishes each on its own, and a Responses stream whose
+// later events carry only item_id (no output_index) still loses the dropped
+// call's events.
+func TestStreamDropsPerChoiceAndByItemID(t *testing.T) {
+	up := transformtest.ChatSSE(
+		`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a0","type":"function","function":{"name":"invented","arguments":"{}"}}]},"finish_reason":null},{"index":1,"delta":{"tool_calls":[{"index":0,"id":"b0","type":"function","function":{"name":"invented","arguments":"{}"}},{"index":1,"id":"b1","type":"function","function":{"name":"read_file","arguments":"{}"}}]},"finish_reason":null}]}`,
+		`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"},{"index":1,"delta":{},"finish_reason":"tool_calls"}]}`,
+	)
+	want := transformtest.ChatSSE(
+		`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":null},{"index":1,"delta":{"tool_calls":[{"index":0,"id":"b1","type":"function","function":{"name":"read_file","arguments":"{}"}}]},"finish_reason":null}]}`,
+		`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"},{"index":1,"delta":{},"finish_reason":"tool_calls"}]}`,
+	)
+	for _, n := range transformtest.ChunkSizes {
+		x, _ := tfExchange(t, transforms.ProtocolChat, `{"drop_undeclared_calls":true}`, tfChat(`,"stream":true`, tfReadC))
+		tfSameChunks(t, transformtest.Replay(t, x, up, n), want)
+		tfCounts(t, x, 2, 0, 2)
+	}
+
+	upR := transformtest.SSE(
+		`{"type":"response.output_item.added","sequence_number":0,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"in_progress","arguments":"","call_id":"call_1","name":"invented"}}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":1,"item_id":"fc_1","delta":"{}"}`,
+		`{"type":"response.output_item.added","sequence_number":2,"output_index":1,"item":{"id":"fc_2","type":"function_call","status":"in_progress","arguments":"","call_id":"call_2","name":"read_file"}}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":3,"item_id":"fc_2","delta":"{}"}`,
+		`{"type":"response.completed","sequence_number":4,"response":{"id":"resp_1","status":"completed","output":[`+tfFC1Done+`,`+tfFC2Done+`]}}`,
+	)
+	wantR := transformtest.SSE(
+		`{"type":"response.output_item.added","sequence_number":0,"output_index":0,"item":{"id":"fc_2","type":"function_call","status":"in_progress","arguments":"","call_id":"call_2","name":"read_file"}}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":1,"item_id":"fc_2","delta":"{}"}`,
+		`{"type":"response.completed","sequence_number":2,"response":{"id":"resp_1","status":"completed","output":[`+tfFC2Done+`]}}`,
+	)
+	x, _ := tfExchange(t, transforms.ProtocolResponses, `{"drop_undeclared_calls":true}`, tfResp(`,"stream":true`, tfRead))
+	if got := transformtest.Replay(t, x, upR, 4096); got != wantR {
+		t.Errorf("got\n%s\n--- want\n%s", got, wantR)
+	}
+	tfCounts(t, x, 1, 0, 1)
+}
+
+// TestChatStreamJudgesEscapedToolCallsKey: a chunk whose key is escaped
+// ("tool\u005fcalls", which clients decode as tool_calls) is judged like
+// the plain key, as the JSON path is, so drop_undeclared_calls removes its
+// undeclared call.
+func TestChatStreamJudgesEscapedToolCallsKey(t *testing.T) {
+	up := transformtest.ChatSSE(
+		tfChunk(`{"tool\u005fcalls":[{"index":0,"id":"call_1","type":"function","function":{"name":"invented","arguments":"{}"}}]}`, `null`),
+		tfChunk(`{}`, `"stop"`),
+	)
+	x, _ := tfExchange(t, transforms.ProtocolChat, `{"drop_undeclared_calls":true}`, tfChat(`,"stream":true`, tfReadC))
+	got := transformtest.Replay(t, x, up, 4096)
+	if strings.Contains(got, "invented") {
+		t.Errorf("the undeclared call passed:\n%s", got)
+	}
+	tfCounts(t, x, 1, 0, 1)
+}
+
+// TestChatStreamPassesCallNamedInLaterFragment: a call whose first fragment
+// went out before any fragment named it cannot be taken back: it is counted
+// and passed whole, never cut in half (a client would merge call_1's id
+// with the next call's fragments).
+func TestChatStreamPassesCallNamedInLaterFragment(t *testing.T) {
+	up := transformtest.ChatSSE(
+		tfChunk(`{"role":"assistant","content":null}`, `null`),
+		tfChunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"arguments":""}}]}`, `null`),
+		tfChunk(`{"tool_calls":[{"index":0,"function":{"name":"invented","arguments":"{}"}}]}`, `null`),
+		tfChunk(`{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"read_file","arguments":"{}"}}]}`, `null`),
+		tfChunk(`{}`, `"tool_calls"`),
+	)
+	x, _ := tfExchange(t, transforms.ProtocolChat, `{"drop_undeclared_calls":true}`, tfChat(`,"stream":true`, tfReadC))
+	got := transformtest.Replay(t, x, up, 4096)
+	chunks, _ := transformtest.ChatChunks(t, got)
+	var ids []string
+	for _, ch := range chunks {
+		for _, c := range ch["choices"].([]any) {
+			delta, _ := c.(map[string]any)["delta"].(map[string]any)
+			calls, _ := delta["tool_calls"].([]any)
+			for _, tc := range calls {
+				m := tc.(map[string]any)
+				if id, ok := m["id"].(string); ok {
+					ids = append(ids, fmt.Sprintf("%v:%s", m["index"], id))
+				}
+			}
+		}
+	}
+	// The first fragment went out before any fragment named the call:
+	// it cannot be taken back, so the call is counted and passed whole
+	// rather than cut in half (a client would merge the halves).
+	if strings.Join(ids, ",") != "0:call_1,1:call_2" {
+		t.Errorf("calls the client sees (index:id) %v, want [0:call_1 1:call_2]\n%s", ids, got)
+	}
+	tfCounts(t, x, 1, 0, 0)
+}
+
+// TestChatStreamUnnamedCallKeepsItsIndex: after a dropped call at index 0,
+// a call whose first fragment has no name passes numbered 0, keeps that
+// number when a later fragment names it, and the choice still ends with
+// tool_calls. An unnamed call later named after an undeclared tool is
+// counted, not dropped.
+func TestChatStreamUnnamedCallKeepsItsIndex(t *testing.T) {
+	request := tfChat(`,"stream":true`, tfReadC)
+	up := transformtest.ChatSSE(
+		tfChunk(`{"tool_calls":[{"index":0,"id":"c0","type":"function","function":{"name":"invented","arguments":""}}]}`, `null`),
+		tfChunk(`{"tool_calls":[{"index":1,"id":"c1","type":"function","function":{"arguments":""}}]}`, `null`),
+		tfChunk(`{"tool_calls":[{"index":1,"function":{"name":"read_file"}}]}`, `null`),
+		tfChunk(`{"tool_calls":[{"index":1,"function":{"arguments":"{}"}}]}`, `null`),
+		tfChunk(`{}`, `"tool_calls"`),
+	)
+	want := transformtest.ChatSSE(
+		tfChunk(`{}`, `null`),
+		tfChunk(`{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"arguments":""}}]}`, `null`),
+		tfChunk(`{"tool_calls":[{"index":0,"function":{"name":"read_file"}}]}`, `null`),
+		tfChunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}`, `null`),
+		tfChunk(`{}`, `"tool_calls"`),
+	)
+	for _, n := range transformtest.ChunkSizes {
+		x, _ := tfExchange(t, transforms.ProtocolChat, `{"drop_undeclared_calls":true}`, request)
+		tfSameChunks(t, transformtest.Replay(t, x, up, n), want)
+		tfCounts(t, x, 1, 0, 1)
+	}
+
+	up = transformtest.ChatSSE(
+		tfChunk(`{"tool_calls":[{"index":0,"id":"c0","type":"function","function":{"arguments":""}}]}`, `null`),
+		tfChunk(`{"tool_calls":[{"index":0,"function":{"name":"invented","arguments":"{}"}}]}`, `null`),
+		tfChunk(`{}`, `"tool_calls"`),
+	)
+	for _, n := range transformtest.ChunkSizes {
+		x, _ := tfExchange(t, transforms.ProtocolChat, `{"drop_undeclared_calls":true}`, request)
+		tfSameChunks(t, transformtest.Replay(t, x, up, n), up)
+		tfCounts(t, x, 1, 0, 0)
+	}
 }
