@@ -261,8 +261,8 @@ func TestClaimedRunsRenumbered(t *testing.T) {
 }
 
 // Patches one after another in a stream reuse the arena chunks of the
-// ones before (arenaPool), while the normaliser holds the lines of a hunk
-// under review across chunks: each comes out whole.
+// ones before (arenaPool), while the normaliser holds the lines of the
+// hunk it is checking across chunks: each comes out whole.
 func TestPatchesReuseArenaChunks(t *testing.T) {
 	req := `{"tools":[{"type":"custom","name":"apply_patch"}]}`
 	var up []string

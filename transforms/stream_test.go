@@ -11,10 +11,14 @@ import (
 	"github.com/llmtransform/caddy-llm-transform/transforms/transformtest"
 )
 
-// Review of the stream-engine performance commits 89359bb..bc40cff: random
-// and concurrent streams through chains of the call-restoring rules.
+// Random and concurrent Responses streams through chains of the
+// call-restoring rules (the custom tool conversion, tools_plan,
+// tools_filter): a Stream's output depends neither on how the upstream's
+// bytes are cut nor on other streams running at once.
 
-var rvRules = []string{
+// restoringChains are chains of the call-restoring rules, alone and
+// combined.
+var restoringChains = []string{
 	`[{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}]`,
 	`[{"transform":"tools_plan","config":{"profile":"function_only"}},{"transform":"field_custom_tools_to_function"}]`,
 	`[{"transform":"tools_filter","config":{"deny":["blocked"]}},{"transform":"field_custom_tools_to_function","config":{"names":["*"]}}]`,
@@ -23,18 +27,27 @@ var rvRules = []string{
 	`[{"transform":"tools_plan","config":{"profile":"function_only"}}]`,
 }
 
-const rvRequest = `{"model":"m","stream":true,"tools":[{"type":"custom","name":"grammar_tool","format":{"type":"text"}},{"type":"custom","name":"apply_patch"},{"type":"function","name":"native_tool","parameters":{}},{"type":"function","name":"blocked","parameters":{}}]}`
+// mixedToolsRequest declares a custom tool with a text format, Codex's
+// custom apply_patch, a native function, and a function tools_filter
+// denies in restoringChains.
+const mixedToolsRequest = `{"model":"m","stream":true,"tools":[{"type":"custom","name":"grammar_tool","format":{"type":"text"}},{"type":"custom","name":"apply_patch"},{"type":"function","name":"native_tool","parameters":{}},{"type":"function","name":"blocked","parameters":{}}]}`
 
-func rvJ(s string) string { b, _ := json.Marshal(s); return string(b) }
+// quoteJSON is s as a JSON string literal.
+func quoteJSON(s string) string { b, _ := json.Marshal(s); return string(b) }
 
-type rvGen struct {
+// streamGen writes random Responses streams of messages and function
+// calls, numbered or not (noSeq), calling the tools of planBuiltinRequest
+// under their upstream names (plan) or those of mixedToolsRequest, and
+// unknown ones; any event may be mutated (white space, escaped keys and
+// types, duplicated and extra members).
+type streamGen struct {
 	r     *rand.Rand
 	seq   int
 	noSeq bool
 	plan  bool
 }
 
-func (g *rvGen) head(typ string) string {
+func (g *streamGen) head(typ string) string {
 	h := `{"type":"` + typ + `"`
 	if !g.noSeq {
 		h += `,"sequence_number":` + fmt.Sprint(g.seq)
@@ -43,7 +56,7 @@ func (g *rvGen) head(typ string) string {
 	return h
 }
 
-func (g *rvGen) mutate(e string) string {
+func (g *streamGen) mutate(e string) string {
 	r := g.r
 	if r.Intn(12) == 0 {
 		e = strings.Replace(e, `,"sequence_number":`, `, "sequence_number":`, 1)
@@ -105,7 +118,9 @@ func (g *rvGen) mutate(e string) string {
 	return e
 }
 
-var rvArgsPool = []string{
+// randomArgs are call arguments to stream: valid, with repeated keys or
+// escapes, unterminated, trailed by garbage, not an object, empty.
+var randomArgs = []string{
 	`{"input":"hello \"world\" \\ x"}`,
 	`{"input":"*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\n"}`,
 	`{"input":"*** Begin Patch\n*** Update File: b\n@@\n-x\n+y\n*** End Patch"}`,
@@ -125,14 +140,14 @@ var rvArgsPool = []string{
 	``,
 }
 
-func (g *rvGen) call(oi int) []string {
+func (g *streamGen) call(oi int) []string {
 	r := g.r
 	names := []string{"grammar_tool", "apply_patch", "native_tool", "blocked", "unknown"}
 	if g.plan {
 		names = []string{"local_shell", "shell", "apply_patch", planLongUp, "exec_command", "unknown"}
 	}
 	name := names[r.Intn(len(names))]
-	args := rvArgsPool[r.Intn(len(rvArgsPool))]
+	args := randomArgs[r.Intn(len(randomArgs))]
 	if r.Intn(4) == 0 {
 		// raw args with escapes inside the JSON string
 		args = strings.ReplaceAll(args, "a", `\u0061`)
@@ -140,7 +155,7 @@ func (g *rvGen) call(oi int) []string {
 	id := fmt.Sprintf("fc_%d", oi)
 	cid := fmt.Sprintf("call_%d", oi)
 	item := func(status, a string) string {
-		return `{"id":"` + id + `","type":"function_call","status":"` + status + `","arguments":` + rvJ(a) + `,"call_id":"` + cid + `","name":"` + name + `"}`
+		return `{"id":"` + id + `","type":"function_call","status":"` + status + `","arguments":` + quoteJSON(a) + `,"call_id":"` + cid + `","name":"` + name + `"}`
 	}
 	var evs []string
 	evs = append(evs, g.head("response.output_item.added")+`,"output_index":`+fmt.Sprint(oi)+`,"item":`+item("in_progress", "")+`}`)
@@ -149,7 +164,7 @@ func (g *rvGen) call(oi int) []string {
 	n := 1 + r.Intn(8)
 	for len(rs) > 0 {
 		k := min(n, len(rs))
-		evs = append(evs, g.head("response.function_call_arguments.delta")+`,"item_id":"`+id+`","output_index":`+fmt.Sprint(oi)+`,"delta":`+rvJ(string(rs[:k]))+`,"obfuscation":"p"}`)
+		evs = append(evs, g.head("response.function_call_arguments.delta")+`,"item_id":"`+id+`","output_index":`+fmt.Sprint(oi)+`,"delta":`+quoteJSON(string(rs[:k]))+`,"obfuscation":"p"}`)
 		rs = rs[k:]
 	}
 	final := args
@@ -164,7 +179,7 @@ func (g *rvGen) call(oi int) []string {
 		final = args + `\`
 	}
 	if r.Intn(4) != 0 {
-		evs = append(evs, g.head("response.function_call_arguments.done")+`,"item_id":"`+id+`","output_index":`+fmt.Sprint(oi)+`,"arguments":`+rvJ(final)+`}`)
+		evs = append(evs, g.head("response.function_call_arguments.done")+`,"item_id":"`+id+`","output_index":`+fmt.Sprint(oi)+`,"arguments":`+quoteJSON(final)+`}`)
 	}
 	itemArgs := final
 	if r.Intn(5) == 0 {
@@ -176,7 +191,7 @@ func (g *rvGen) call(oi int) []string {
 	return evs
 }
 
-func (g *rvGen) stream() []string {
+func (g *streamGen) stream() []string {
 	r := g.r
 	var evs []string
 	evs = append(evs, g.head("response.created")+`,"response":{"id":"r","status":"in_progress","output":[],"tools":[]}}`)
@@ -205,7 +220,10 @@ func (g *rvGen) stream() []string {
 	return evs
 }
 
-func rvFrame(r *rand.Rand, evs []string) string {
+// frameSSE writes events as SSE in a framing picked at random: LF, CRLF,
+// CR or mixed line ends, with or without event lines, with id, retry and
+// comment lines, with "data:" unspaced.
+func frameSSE(r *rand.Rand, evs []string) string {
 	mode := r.Intn(9)
 	var b strings.Builder
 	for _, e := range evs {
@@ -244,34 +262,33 @@ func rvFrame(r *rand.Rand, evs []string) string {
 	return b.String()
 }
 
-func rvRun(t testing.TB, rules, req, in string, n int) (string, *transforms.Exchange) {
+// replayChain replays in through a fresh exchange of rules after req, in
+// chunks of n bytes, with decisions recorded.
+func replayChain(t testing.TB, rules, req, in string, n int) (string, *transforms.Exchange) {
 	x := transformtest.ExchangeAfter(t, rules, req)
 	x.Explain = true
 	return transformtest.Replay(t, x, in, n), x
 }
 
-// TestReviewRandomStreamsChunkInvariant runs mutated Responses streams
+// TestStreamOutputIndependentOfChunking runs mutated Responses streams
 // (no sequence_number, whitespace, escaped types, duplicated members,
 // CR/CRLF/data-only framing, comments) through chains of the call-restoring
-// rules. Every chunking of the bytes must give the same output. (The same
-// generator was run against 89359bb and the current code: the outputs
-// differed only where 89359bb wrote "sequence_number":, on unnumbered
-// streams, fixed in bc40cff, and in the order of abandoned calls' log
-// entries, which follows a map's iteration.)
-func TestReviewRandomStreamsChunkInvariant(t *testing.T) {
+// rules. Every chunking of the bytes must give the same output: an
+// upstream's bytes may arrive cut anywhere.
+func TestStreamOutputIndependentOfChunking(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	for i := 0; i < 600; i++ {
-		g := &rvGen{r: r, noSeq: r.Intn(4) == 0, plan: r.Intn(3) == 0}
-		in := rvFrame(r, g.stream())
-		rules := rvRules[r.Intn(len(rvRules))]
-		req := rvRequest
+		g := &streamGen{r: r, noSeq: r.Intn(4) == 0, plan: r.Intn(3) == 0}
+		in := frameSSE(r, g.stream())
+		rules := restoringChains[r.Intn(len(restoringChains))]
+		req := mixedToolsRequest
 		if g.plan {
 			req = planBuiltinRequest
 			rules = []string{planRules, `[{"transform":"tools_plan","config":{"profile":"function_only"}},{"transform":"field_custom_tools_to_function"}]`, `[{"transform":"field_custom_tools_to_function"},{"transform":"tools_plan","config":{"profile":"function_only"}}]`, `[{"transform":"tools_filter","config":{"deny":["exec_command"]}},{"transform":"tools_plan","config":{"profile":"function_only"}}]`}[r.Intn(4)]
 		}
 		var first string
 		for k, n := range []int{4096, 1, 2, 7, 1 + r.Intn(100)} {
-			out, _ := rvRun(t, rules, req, in, n)
+			out, _ := replayChain(t, rules, req, in, n)
 			if k == 0 {
 				first = out
 			} else if out != first {
@@ -281,12 +298,12 @@ func TestReviewRandomStreamsChunkInvariant(t *testing.T) {
 	}
 }
 
-// rvOuter escapes s as a JSON string the way an upstream might: style 0
+// escapeAsUpstream escapes s as a JSON string the way an upstream might: style 0
 // minimal (raw non-ASCII and even invalid bytes kept), 1 every non-ASCII
 // rune and '/' escaped, 2 encoding/json.
-func rvOuter(s string, style int) string {
+func escapeAsUpstream(s string, style int) string {
 	if style == 2 {
-		return rvJ(s)
+		return quoteJSON(s)
 	}
 	var b strings.Builder
 	b.WriteByte('"')
@@ -329,9 +346,14 @@ func rvOuter(s string, style int) string {
 	return b.String()
 }
 
-var rvPieces = []string{"abc", " ", "\\n", "\\\"", "\\\\", "é", "中", "🦀", "\\u00e9", "\\ud83e\\udd80", "\\ud800", "\xff", "\xc3", "/", "\\/", "<>&", "\\t", "x\\u0041y"}
+// contentPieces are the pieces a call's input is made of: escapes, raw
+// and escaped non-ASCII, lone surrogates and invalid bytes.
+var contentPieces = []string{"abc", " ", "\\n", "\\\"", "\\\\", "é", "中", "🦀", "\\u00e9", "\\ud83e\\udd80", "\\ud800", "\xff", "\xc3", "/", "\\/", "<>&", "\\t", "x\\u0041y"}
 
-func rvContentStream(r *rand.Rand, name string, patch bool) string {
+// customCallStream streams one call to the custom tool name (a patch when
+// patch is set) whose input is up to 2000 random contentPieces, in deltas
+// of random sizes escaped in one of escapeAsUpstream's styles.
+func customCallStream(r *rand.Rand, name string, patch bool) string {
 	var inner strings.Builder
 	if patch {
 		inner.WriteString(`*** Begin Patch\n*** Update File: f.go\n@@\n`)
@@ -340,7 +362,7 @@ func rvContentStream(r *rand.Rand, name string, patch bool) string {
 		if patch && r.Intn(6) == 0 {
 			inner.WriteString([]string{`\n+`, `\n-`, `\n `, `\n@@ ctx\n `}[r.Intn(4)])
 		}
-		inner.WriteString(rvPieces[r.Intn(len(rvPieces))])
+		inner.WriteString(contentPieces[r.Intn(len(contentPieces))])
 	}
 	if patch {
 		inner.WriteString(`\n*** End Patch\n`)
@@ -364,15 +386,15 @@ func rvContentStream(r *rand.Rand, name string, patch bool) string {
 		if r.Intn(10) == 0 {
 			n = min(len(b), 1+r.Intn(5000))
 		}
-		add(h("response.function_call_arguments.delta") + `,"item_id":"fc_1","output_index":0,"delta":` + rvOuter(string(b[:n]), style) + `}`)
+		add(h("response.function_call_arguments.delta") + `,"item_id":"fc_1","output_index":0,"delta":` + escapeAsUpstream(string(b[:n]), style) + `}`)
 		b = b[n:]
 	}
-	final := rvOuter(args, style)
+	final := escapeAsUpstream(args, style)
 	switch r.Intn(5) {
 	case 0:
-		final = rvOuter(args, (style+1)%3)
+		final = escapeAsUpstream(args, (style+1)%3)
 	case 1:
-		final = rvOuter(args+" ", style)
+		final = escapeAsUpstream(args+" ", style)
 	}
 	if r.Intn(3) != 0 {
 		add(h("response.function_call_arguments.done") + `,"item_id":"fc_1","output_index":0,"arguments":` + final + `}`)
@@ -382,10 +404,10 @@ func rvContentStream(r *rand.Rand, name string, patch bool) string {
 	return transformtest.SSE(evs...)
 }
 
-// TestReviewStreamsConcurrentPools: streams running at once share the
+// TestStreamConcurrentRunsMatchSoloRuns: streams running at once share the
 // decoder, escape and scratch pools; each must still produce what it
 // produces alone.
-func TestReviewStreamsConcurrentPools(t *testing.T) {
+func TestStreamConcurrentRunsMatchSoloRuns(t *testing.T) {
 	r := rand.New(rand.NewSource(4))
 	type tc struct{ rules, in, want string }
 	var cases []tc
@@ -395,15 +417,15 @@ func TestReviewStreamsConcurrentPools(t *testing.T) {
 		if patch {
 			name = "apply_patch"
 		}
-		in := rvContentStream(r, name, patch)
-		rules := rvRules[i%4]
-		want, _ := rvRun(t, rules, rvRequest, in, 97)
+		in := customCallStream(r, name, patch)
+		rules := restoringChains[i%4]
+		want, _ := replayChain(t, rules, mixedToolsRequest, in, 97)
 		cases = append(cases, tc{rules, in, want})
 	}
 	xs := make([][]*transforms.Exchange, len(cases))
 	for i, c := range cases {
 		for k := 0; k < 4; k++ {
-			xs[i] = append(xs[i], transformtest.ExchangeAfter(t, c.rules, rvRequest))
+			xs[i] = append(xs[i], transformtest.ExchangeAfter(t, c.rules, mixedToolsRequest))
 		}
 	}
 	errs := make(chan string, len(cases)*4)
