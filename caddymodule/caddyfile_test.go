@@ -98,3 +98,41 @@ func TestRuleBlockErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestShortKeysRefused(t *testing.T) {
+	var a App
+	err := a.UnmarshalCaddyfile(caddyfile.NewTestDispenser(`llm_transform {
+		api_key sk-short {
+			rule field_set {
+				path a
+				value b
+			}
+		}
+	}`))
+	if err == nil || !strings.Contains(err.Error(), "api_key 0: the key is shorter than 32 characters") || strings.Contains(err.Error(), "sk-short") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestCaddyfileRepeatsAndSizes(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"protocol auto\nprotocol responses", "protocol already specified"},
+		{"max_body_size 1MB\nmax_body_size 2MB", "max_body_size already specified"},
+		{"max_call_buffer 1MB\nmax_call_buffer 2MB", "max_call_buffer already specified"},
+		{"explain\nexplain false", "explain already specified"},
+		{"max_body_size 12QB", `max_body_size: invalid size "12QB"`},
+		{"max_call_buffer lots", `max_call_buffer: invalid size "lots"`},
+		{"max_body_size 0", "max_body_size must be positive"},
+	} {
+		var h Handler
+		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("llm_transform {\n" + tc.in + "\n}"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want %q", tc.in, err, tc.want)
+		}
+	}
+	var a App
+	err := a.UnmarshalCaddyfile(caddyfile.NewTestDispenser("llm_transform {\nkey_sources authorization\nkey_sources x-api-key\n}"))
+	if err == nil || !strings.Contains(err.Error(), "key_sources already specified") {
+		t.Errorf("key_sources twice: %v", err)
+	}
+}

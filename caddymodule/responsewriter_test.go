@@ -15,6 +15,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/llmtransform/caddy-llm-transform/transforms"
+
+	"errors"
 )
 
 func provisioned(t *testing.T, h *Handler) *Handler {
@@ -171,9 +173,11 @@ func (pathBridge) RewriteRequest(x *transforms.Exchange, body []byte) ([]byte, e
 }
 
 func (pathBridge) WantsResponse(*transforms.Exchange) bool { return false }
+
 func (pathBridge) RewriteResponse(_ *transforms.Exchange, b []byte) ([]byte, error) {
 	return b, nil
 }
+
 func (pathBridge) NewStream(*transforms.Exchange) transforms.StreamTransform { return nil }
 
 func TestBridgedRequestGoesToTheBridgedPath(t *testing.T) {
@@ -295,5 +299,53 @@ func TestStreamFlushesOnlyWhatItWrote(t *testing.T) {
 	}
 	if body := fc.Body.String(); !strings.Contains(body, `"delta":"*** Begin Patch\n"`) || strings.Contains(body, `"*** Beg"`) {
 		t.Fatalf("body %s", body)
+	}
+}
+
+// TestFailedRewriteHidesItsError: a 502 from a failed response rewrite says
+// nothing about the gateway's internals.
+func TestFailedRewriteHidesItsError(t *testing.T) {
+	h := provisioned(t, &Handler{Rules: []transforms.RuleConfig{{Transform: "test_failing_response"}}})
+	rec := serve(t, h, customRequest, func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "application/json")
+		_, err := io.WriteString(w, `{"output":[]}`)
+		return err
+	})
+	if rec.Code != 502 || strings.Contains(rec.Body.String(), "secret") || !strings.Contains(rec.Body.String(), `"code":"transform_failed"`) {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+}
+
+// failingResponse fails every response rewrite with an internal detail.
+type failingResponse struct{ pathBridge }
+
+func init() { caddy.RegisterModule(failingResponse{}) }
+
+func (failingResponse) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: transforms.ModuleID("test_failing_response"), New: func() caddy.Module { return new(failingResponse) }}
+}
+
+func (failingResponse) RewriteRequest(_ *transforms.Exchange, b []byte) ([]byte, error) {
+	return b, nil
+}
+func (failingResponse) WantsResponse(*transforms.Exchange) bool { return true }
+func (failingResponse) RewriteResponse(*transforms.Exchange, []byte) ([]byte, error) {
+	return nil, errors.New("secret internal detail")
+}
+
+// TestStreamKeepsEventIDs: events the rules rewrite or synthesize while
+// handling an upstream event keep its id and retry, so a client that
+// reconnects sends the right Last-Event-ID.
+func TestStreamKeepsEventIDs(t *testing.T) {
+	h := wildcardHandler(t)
+	stream := "id: 41\nretry: 1500\nevent: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":0,\"output_index\":0,\"item\":{\"id\":\"fc\",\"type\":\"function_call\",\"arguments\":\"\",\"call_id\":\"c\",\"name\":\"x\"}}\n\n"
+	rec := serve(t, h, customRequest, func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, err := io.WriteString(w, stream)
+		return err
+	})
+	want := "event: response.output_item.added\nid: 41\nretry: 1500\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":0,\"output_index\":0,\"item\":{\"id\":\"fc\",\"type\":\"custom_tool_call\",\"input\":\"\",\"call_id\":\"c\",\"name\":\"x\"}}\n\n"
+	if rec.Body.String() != want {
+		t.Fatalf("got  %q\nwant %q", rec.Body, want)
 	}
 }
