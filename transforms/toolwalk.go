@@ -100,8 +100,9 @@ type ToolWalk struct {
 	Doc []byte
 	// Protocol is the body's protocol.
 	Protocol Protocol
-	// Nodes are the body's tool nodes, in document order. A namespace
-	// definition comes before the definitions it holds.
+	// Nodes are the body's tool nodes: definitions, calls and outputs in
+	// document order (a namespace definition before the definitions it
+	// holds), then tool_choice and its allowed_tools entries.
 	Nodes []ToolNode
 
 	x     *Exchange

@@ -196,15 +196,15 @@ func Events(t testing.TB, s string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, block := range strings.Split(strings.TrimSuffix(s, "\n\n"), "\n\n") {
-		for _, line := range strings.Split(block, "\n") {
-			if d, ok := strings.CutPrefix(line, "data: "); ok {
-				var m map[string]any
-				if err := json.Unmarshal([]byte(d), &m); err != nil {
-					t.Fatalf("bad data %q: %v", d, err)
-				}
-				out = append(out, m)
-			}
+		d, ok := eventData(block)
+		if !ok {
+			continue
 		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(d), &m); err != nil {
+			t.Fatalf("bad data %q: %v", d, err)
+		}
+		out = append(out, m)
 	}
 	for i, e := range out {
 		if n, ok := e["sequence_number"].(float64); ok && int(n) != i {
@@ -219,8 +219,8 @@ func Events(t testing.TB, s string) []map[string]any {
 func ChatChunks(t testing.TB, s string) (chunks []map[string]any, done bool) {
 	t.Helper()
 	for _, block := range strings.Split(strings.TrimSuffix(s, "\n\n"), "\n\n") {
-		d, ok := strings.CutPrefix(block, "data: ")
-		if !ok {
+		d, ok := eventData(block)
+		if !ok || strings.HasPrefix(block, "event:") {
 			t.Fatalf("unexpected block %q", block)
 		}
 		if d == "[DONE]" {
@@ -282,3 +282,15 @@ func JSONString(s string) string {
 
 // Itoa is i as a JSON number.
 func Itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// eventData is the data of one SSE event block: its data lines joined by
+// newlines, as the SSE grammar reads an event split over several lines.
+func eventData(block string) (string, bool) {
+	var data []string
+	for _, line := range strings.Split(block, "\n") {
+		if d, ok := strings.CutPrefix(line, "data:"); ok {
+			data = append(data, strings.TrimPrefix(d, " "))
+		}
+	}
+	return strings.Join(data, "\n"), data != nil
+}
