@@ -38,6 +38,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		protocol        auto|responses|chat_completions
 //		max_body_size   <size>
 //		max_call_buffer <size>
+//		max_json_depth  <levels>
 //		explain         [true|false]
 //		rule <transform> [request|response] {
 //			enabled true|false
@@ -56,7 +57,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	seen := map[string]bool{}
 	for d.NextBlock(0) {
-		if err := once(d, seen, "protocol", "max_body_size", "max_call_buffer", "explain"); err != nil {
+		if err := once(d, seen, "protocol", "max_body_size", "max_call_buffer", "max_json_depth", "explain"); err != nil {
 			return err
 		}
 		switch d.Val() {
@@ -90,6 +91,18 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			} else {
 				h.MaxCallBuffer = int64(n)
 			}
+		case "max_json_depth":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(d.Val())
+			if err != nil || n <= 0 {
+				return d.Errf("max_json_depth: %q is not a positive whole number", d.Val())
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.MaxJSONDepth = n
 		case "explain":
 			v, err := optionalBool(d)
 			if err != nil {

@@ -123,6 +123,9 @@ func TestCaddyfileRepeatsAndSizes(t *testing.T) {
 		{"max_body_size 12QB", `max_body_size: invalid size "12QB"`},
 		{"max_call_buffer lots", `max_call_buffer: invalid size "lots"`},
 		{"max_body_size 0", "max_body_size must be positive"},
+		{"max_json_depth 0", `max_json_depth: "0" is not a positive whole number`},
+		{"max_json_depth deep", `max_json_depth: "deep" is not a positive whole number`},
+		{"max_json_depth 5\nmax_json_depth 6", "max_json_depth already specified"},
 	} {
 		var h Handler
 		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("llm_transform {\n" + tc.in + "\n}"))

@@ -20,6 +20,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 )
 
@@ -56,6 +57,14 @@ type Handler struct {
 	// event whose code is max_call_buffer_exceeded. Must be positive; 0,
 	// the same as absent, means the default: 8 MiB.
 	MaxCallBuffer int64 `json:"max_call_buffer,omitempty"`
+
+	// The deepest nesting of a request body the rules read. When a rule
+	// is bound to the request, a deeper body, like any body that is not
+	// JSON (NaN and Infinity included), is refused with a 400 whose code
+	// is invalid_json, and nothing reaches the upstream. 0, the same as
+	// absent, means the default and maximum: 1000, the scanner's own
+	// limit. A lower value costs one more pass over each body.
+	MaxJSONDepth int `json:"max_json_depth,omitempty"`
 
 	// The rules of this handler, the provider scope. Requests go through
 	// them in list order, then through the global rules and the rules of
@@ -170,6 +179,9 @@ func (h *Handler) Validate() error {
 	if h.MaxCallBuffer < 0 {
 		return fmt.Errorf("max_call_buffer must be positive, got %d", h.MaxCallBuffer)
 	}
+	if h.MaxJSONDepth < 0 || h.MaxJSONDepth > jsonspan.MaxDepth {
+		return fmt.Errorf("max_json_depth must be between 1 and %d, got %d", jsonspan.MaxDepth, h.MaxJSONDepth)
+	}
 	return nil
 }
 
@@ -257,20 +269,31 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	metrics.buffered.WithLabelValues("request_body").Observe(float64(len(body)))
 	setLeasedBody(r, body, lease)
-	x := transforms.NewExchange(proto, transforms.Limits{
+	limits := transforms.Limits{
 		MaxCallBuffer: int(h.MaxCallBuffer),
 		MaxEvent:      int(h.MaxBodySize),
-	}, h.logger)
+		MaxDepth:      h.MaxJSONDepth,
+	}
+	x := transforms.NewExchange(proto, limits, h.logger)
 	x.Explain = h.Explain
 	x.Replacer, _ = r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if h.Explain {
 		w = newExplainWriter(w, x)
 	}
-	// A body that is not JSON yields no model here, and the rules' own
-	// validating walk then hands it upstream untouched.
+	// The rules' own validating walks refuse a body they cannot read.
 	var model string
 	if chain.MatchesModels() {
 		model = transforms.RequestModel(body)
+	}
+	if model == "" && chain.MatchesModels() {
+		// No model read, so no rule scoped to models binds: the body may
+		// hold one nobody can read. Refuse it rather than let it pass the
+		// rules that model would bind.
+		if te := transforms.CheckJSON(body, limits); te != nil {
+			x.Decide("request", "reject", te.Message)
+			metrics.rejections.WithLabelValues(te.Code).Inc()
+			return writeError(w, te)
+		}
 	}
 	if !chain.Begin(x, model) {
 		return next.ServeHTTP(w, r)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 )
@@ -96,6 +97,44 @@ func TestValidateRefusesNegativeSizes(t *testing.T) {
 		cancel()
 		if err == nil || !strings.Contains(err.Error(), "must be positive") {
 			t.Errorf("%s: got %v", cfg, err)
+		}
+	}
+}
+
+// max_json_depth lowers the nesting the rules read: a body nested deeper
+// is refused before any rule, naming the limit and where it was passed;
+// one within it goes through. The Caddyfile sets it, and Validate refuses
+// a value past the scanner's own limit.
+func TestMaxJSONDepthRefusesDeeperBodies(t *testing.T) {
+	var parsed Handler
+	if err := parsed.UnmarshalCaddyfile(caddyfile.NewTestDispenser("llm_transform {\nmax_json_depth 4\n}")); err != nil || parsed.MaxJSONDepth != 4 {
+		t.Fatalf("parsed %d, %v", parsed.MaxJSONDepth, err)
+	}
+	h := provisioned(t, &Handler{MaxJSONDepth: 4, Rules: []transforms.RuleConfig{{
+		Transform: "field_custom_tools_to_function",
+		Config:    []byte(`{"names":["*"]}`),
+	}}})
+	deep := `{"model":"m","input":[{"content":[{"x":[1]}]}]}`
+	rec := serve(t, h, deep, func(w http.ResponseWriter, r *http.Request) error {
+		t.Error("the request reached the upstream")
+		return nil
+	})
+	want := `{"error":{"message":"the request body is not JSON the gateway reads: nested deeper than 4 levels at byte offset 34","type":"invalid_request_error","param":null,"code":"invalid_json"}}`
+	if rec.Code != http.StatusBadRequest || rec.Body.String() != want {
+		t.Fatalf("%d %s\nwant 400 %s", rec.Code, rec.Body, want)
+	}
+	within := `{"model":"m","input":[{"content":[1]}]}`
+	called := false
+	serve(t, h, within, func(w http.ResponseWriter, r *http.Request) error {
+		called = true
+		return nil
+	})
+	if !called {
+		t.Fatal("a body within the limit did not reach the upstream")
+	}
+	for _, n := range []int{-1, 1001} {
+		if err := (&Handler{MaxJSONDepth: n}).Validate(); err == nil || !strings.Contains(err.Error(), "max_json_depth must be between 1 and 1000") {
+			t.Errorf("%d: %v", n, err)
 		}
 	}
 }

@@ -134,23 +134,18 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-func TestNonJSONRequestPassesThrough(t *testing.T) {
+// A body the bound rules cannot read is refused in the client's error
+// shape, with the byte where reading stopped; nothing goes upstream.
+func TestUnreadableRequestIsRefused(t *testing.T) {
 	h := wildcardHandler(t)
 	body := `{"model":"m","tools":[{"type":"custom","name":"x"}], oops`
-	called := false
-	serve(t, h, body, func(w http.ResponseWriter, r *http.Request) error {
-		called = true
-		got, _ := io.ReadAll(r.Body)
-		if string(got) != body {
-			t.Errorf("forwarded %q", got)
-		}
-		if r.Header.Get("Accept-Encoding") != "gzip" {
-			t.Error("Accept-Encoding changed for a request no rule touched")
-		}
+	rec := serve(t, h, body, func(w http.ResponseWriter, r *http.Request) error {
+		t.Error("the request reached the upstream")
 		return nil
 	})
-	if !called {
-		t.Fatal("next was not called")
+	want := `{"error":{"message":"the request body is not JSON the gateway reads: invalid character 'o' looking for beginning of object key string at byte offset 53","type":"invalid_request_error","param":null,"code":"invalid_json"}}`
+	if rec.Code != http.StatusBadRequest || rec.Body.String() != want {
+		t.Fatalf("%d %s\nwant 400 %s", rec.Code, rec.Body, want)
 	}
 }
 

@@ -400,8 +400,10 @@ func TestErrorsAndPassthrough(t *testing.T) {
 		`{"error":{"message":"custom tool \"x\" cannot be converted to a function: a native function with the same namespace and name is declared at tools[1]","type":"invalid_request_error","param":"tools[0]","code":"custom_tool_conflict"}}`)
 	// Upstream errors pass through untouched, even for converted requests.
 	post("/v1/responses", `{"model":"trigger-429","tools":[{"type":"custom","name":"x"}]}`, 429, upstreamErr)
-	// Not JSON, and unknown paths, pass through byte for byte.
-	post("/v1/responses", `{"model": not json`, 200, `{"model": not json`)
+	// Not JSON is refused before anything is forwarded; unknown paths
+	// pass through byte for byte.
+	post("/v1/responses", `{"model": not json`, 400,
+		`{"error":{"message":"the request body is not JSON the gateway reads: invalid character 'o' in literal null (expecting 'u') at byte offset 11","type":"invalid_request_error","param":null,"code":"invalid_json"}}`)
 	post("/v1/embeddings", `{"model":"m","tools":[{"type":"custom","name":"x"}]}`, 200, `{"model":"m","tools":[{"type":"custom","name":"x"}]}`)
 }
 

@@ -21,6 +21,11 @@ type Limits struct {
 	MaxCallBuffer int
 	// MaxEvent is the most bytes held for one incomplete SSE event.
 	MaxEvent int
+	// MaxDepth is the deepest nesting of a request body the rules read;
+	// a deeper body is refused with invalid_json. 0 means, and values
+	// above it are capped at, the scanner's own limit
+	// (jsonspan.MaxDepth, 1,000).
+	MaxDepth int
 	// DeferMin is the smallest rewritten request body that
 	// RewriteRequestBody leaves unbuilt, to build as the upstream reads it:
 	// below it, a copy costs less. 0 means 256 KiB; a negative value
@@ -330,8 +335,14 @@ func (x *Exchange) RewriteRequest(body []byte) ([]byte, error) {
 
 func (x *Exchange) rewriteRequest(body []byte) ([]byte, error) {
 	defer x.at(-1, false)
-	orig := body
 	x.orig = body
+	if x.Limits.MaxDepth > 0 && x.Limits.MaxDepth < jsonspan.MaxDepth {
+		// A limit below the scanner's costs a pass of its own.
+		if e := CheckJSON(body, x.Limits); e != nil {
+			x.Decide("request", "reject", e.Message)
+			return nil, e
+		}
+	}
 	for i, r := range x.rules {
 		if r.phase&PhaseRequest == 0 {
 			continue
@@ -356,7 +367,9 @@ func (x *Exchange) rewriteRequest(body []byte) ([]byte, error) {
 			return nil, err
 		}
 		if x.Invalid {
-			return orig, nil
+			// A rule must act on what it cannot read: nothing goes
+			// upstream with the rules skipped.
+			return nil, x.invalidJSON(body)
 		}
 		if !jsonspan.SameSlice(out, body) {
 			x.markApplied(r, PhaseRequest)
@@ -524,6 +537,43 @@ func (x *Exchange) RewriteResponse(body []byte) ([]byte, error) {
 		body = out
 	}
 	return x.restoreEcho(body), nil
+}
+
+// CheckJSON returns the invalid_json rejection for a request body that is
+// not JSON the rules can read (RFC 8259: no NaN or Infinity; nested at
+// most MaxDepth deep), naming what is wrong and at which byte offset, or
+// nil for a body they read. Rules that walk the body check it as they
+// go; the handler calls CheckJSON where no rule would read it, so that an
+// unreadable body never passes a rule that might have acted on it.
+func CheckJSON(body []byte, limits Limits) *Error {
+	if jsonspan.Valid(body) {
+		if limits.MaxDepth <= 0 || limits.MaxDepth >= jsonspan.MaxDepth {
+			return nil
+		}
+		if at := jsonspan.DepthOver(body, limits.MaxDepth); at >= 0 {
+			return invalidJSONAt(at, fmt.Sprintf("nested deeper than %d levels", limits.MaxDepth))
+		}
+		return nil
+	}
+	at, reason := jsonspan.Diagnose(body)
+	return invalidJSONAt(at, reason)
+}
+
+func invalidJSONAt(at int, reason string) *Error {
+	return BadRequest("invalid_json", "", "the request body is not JSON the gateway reads: %s at byte offset %d", reason, at)
+}
+
+// invalidJSON is the rejection of a body a rule found unreadable, told in
+// the explanation too.
+func (x *Exchange) invalidJSON(body []byte) *Error {
+	e := CheckJSON(body, Limits{})
+	if e == nil {
+		// The rule saw a depth or value the scanner reads elsewhere;
+		// refuse it all the same.
+		e = invalidJSONAt(0, "unreadable")
+	}
+	x.Decide("request", "reject", e.Message)
+	return e
 }
 
 // BadRequest is a 400 invalid_request_error with the given code, the

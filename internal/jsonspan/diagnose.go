@@ -19,23 +19,8 @@ func Diagnose(doc []byte) (offset int, reason string) {
 	if Valid(doc) {
 		return -1, ""
 	}
-	depth := 0
-	for i := 0; i < len(doc); i++ {
-		switch doc[i] {
-		case '"':
-			e := SkipString(doc, i)
-			if e < 0 {
-				i = len(doc)
-				break
-			}
-			i = e - 1
-		case '{', '[':
-			if depth++; depth > maxDepth {
-				return i, "nested deeper than " + strconv.Itoa(maxDepth) + " levels"
-			}
-		case '}', ']':
-			depth--
-		}
+	if at := DepthOver(doc, maxDepth); at >= 0 {
+		return at, "nested deeper than " + strconv.Itoa(maxDepth) + " levels"
 	}
 	var se *json.SyntaxError
 	if err := json.Unmarshal(doc, &struct{}{}); errors.As(err, &se) {
@@ -49,4 +34,28 @@ func Diagnose(doc []byte) (offset int, reason string) {
 	// encoding/json reads what the scanner does not: nothing is known
 	// to point at.
 	return 0, "not JSON the gateway reads"
+}
+
+// DepthOver returns the offset of the first container of doc nested
+// deeper than limit levels (the top-level value is level 1), or -1; it
+// stops at an unterminated string.
+func DepthOver(doc []byte, limit int) int {
+	depth := 0
+	for i := 0; i < len(doc); i++ {
+		switch doc[i] {
+		case '"':
+			e := skipStringFast(doc, i)
+			if e < 0 {
+				return -1
+			}
+			i = e - 1
+		case '{', '[':
+			if depth++; depth > limit {
+				return i
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return -1
 }

@@ -7,11 +7,11 @@ import "bytes"
 // not reject it either). It yields byte spans instead of decoded values, so
 // a rewrite copies every untouched byte verbatim and skips large values
 // (message text, encrypted reasoning) without decoding or allocating. Any
-// malformed byte makes the walk report failure, and a rule that sees a
-// failed walk leaves the document alone.
+// malformed byte makes the walk report failure, and the engine refuses a
+// request its rules cannot read.
 
 // maxDepth bounds nesting so hostile input cannot exhaust the stack; deeper
-// documents are treated as invalid and pass through untouched.
+// documents are treated as invalid (the engine then refuses the request).
 const maxDepth = 1000
 
 // SkipSpace returns the index of the first non-space byte at or after i.

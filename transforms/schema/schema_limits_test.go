@@ -135,3 +135,16 @@ func TestSizeLimitCountsPerFunction(t *testing.T) {
 		t.Fatalf("want schema_too_large at tools[1].parameters, got %v", err)
 	}
 }
+
+// A schema nested past what the gateway's scanner reads at all (10,000
+// levels, where encoding/json stops) is still schema_too_deep, the
+// documented refusal, not forwarded unnormalised; an unreadable body
+// elsewhere is the engine's invalid_json.
+func TestSchemaPastTheScannersLimitIsTooDeep(t *testing.T) {
+	deep := strings.Repeat(`{"items":`, 10000) + `{}` + strings.Repeat(`}`, 10000)
+	e := nsErr(t, `{}`, transforms.ProtocolResponses, fn(deep), "schema_too_deep")
+	if want := "a tool's schema nests deeper than 200 levels"; e.Message != want || e.Param != "tools" {
+		t.Errorf("got %q at %q, want %q at tools", e.Message, e.Param, want)
+	}
+	nsErr(t, `{}`, transforms.ProtocolResponses, `{"model":"m","metadata":`+deep+`,"tools":[]}`, "invalid_json")
+}

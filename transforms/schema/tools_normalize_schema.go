@@ -235,6 +235,9 @@ func (t *ToolsNormalizeSchema) rulesFor(strict bool) *schemaRules {
 func (t *ToolsNormalizeSchema) RewriteRequest(x *transforms.Exchange, body []byte) ([]byte, error) {
 	w := transforms.WalkTools(x, body)
 	if w == nil {
+		if x.Invalid {
+			return nil, tooDeepForTheScanner(body)
+		}
 		return body, nil
 	}
 	doc := w.Doc
@@ -412,3 +415,15 @@ var (
 	_ caddyfile.Unmarshaler      = (*ToolsNormalizeSchema)(nil)
 	_ transforms.RequestRewriter = (*ToolsNormalizeSchema)(nil)
 )
+
+// tooDeepForTheScanner is the error for a body no rule could read because
+// a tool's schema nests past the scanner's limit, far past the schema
+// writer's own: schema_too_deep, as for a schema the writer refuses. Any
+// other unreadable body is left to the engine's invalid_json (nil).
+func tooDeepForTheScanner(body []byte) error {
+	at := jsonspan.DepthOver(body, jsonspan.MaxDepth)
+	if tools := jsonspan.LastMember(body, "tools"); at < 0 || at < tools.Start || at >= tools.End {
+		return nil
+	}
+	return schemaError("schema_too_deep", "tools", "a tool's schema nests deeper than %d levels", maxSchemaNesting)
+}

@@ -1457,12 +1457,10 @@ func TestToolsPlanLeavesFitRequestsAlone(t *testing.T) {
 			t.Errorf("%s: response phase wanted for an untouched request", tc.body)
 		}
 	}
-	// A body that is not JSON goes on as it came.
+	// A body that is not JSON is refused, not planned around.
 	bad := `{"tools":[{"type":"local_shell"}`
 	out, _, err := tpRun(t, transforms.ProtocolResponses, tpProfile("function_only"), bad)
-	if err != nil || string(out) != bad {
-		t.Errorf("invalid body: %v %s", err, out)
-	}
+	transformtest.Rejected(t, out, err, "invalid_json")
 }
 
 // --- configuration -----------------------------------------------------------------------
