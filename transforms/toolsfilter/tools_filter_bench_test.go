@@ -184,3 +184,49 @@ func BenchmarkSchemaScaling(b *testing.B) {
 	scaling(b, "refs", refs, 500, run(`{"dialect":"gemini"}`))
 	scaling(b, "required", required, 5000, run(`{}`))
 }
+
+// BenchmarkDroppedCallsScaling: a stream whose n calls all go to tools the
+// request did not declare, each removed and the gaps closed, with the
+// upstream numbering its items in order and backwards; doubled. About 2
+// when linear.
+func BenchmarkDroppedCallsScaling(b *testing.B) {
+	c := transformtest.Chain(b, `[{"transform":"tools_filter","config":{"deny":["nothing"],"drop_undeclared_calls":true}}]`)
+	req := []byte(`{"model":"m","input":"hi","tools":[{"type":"function","name":"f"}]}`)
+	stream := func(backwards bool) func(int) func() {
+		return func(n int) func() {
+			var evs []string
+			for i := range n {
+				oi := i
+				if backwards {
+					oi = n - i
+				}
+				evs = append(evs, transformtest.FunctionCallStream(len(evs), oi, fmt.Sprintf("fc_%d", i), fmt.Sprintf("c%d", i), "ghost", `{}`, 2, true)...)
+			}
+			body := []byte(transformtest.SSE(evs...))
+			x := transformtest.ExchangeAfter(b, `[{"transform":"tools_filter","config":{"deny":["nothing"],"drop_undeclared_calls":true}}]`, string(req))
+			if out := transformtest.Replay(b, x, string(body), 1<<20); strings.Contains(out, "ghost") {
+				b.Fatal("the undeclared calls were not removed")
+			}
+			return func() {
+				x := transformtest.Begin(b, c, transforms.ProtocolResponses, req)
+				if _, err := x.RewriteRequest(req); err != nil {
+					b.Fatal(err)
+				}
+				s := x.NewStream()
+				if err := s.Write(body); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	var inOrder, backwards float64
+	for b.Loop() {
+		inOrder = transformtest.Doubling(4000, stream(false))
+		backwards = transformtest.Doubling(4000, stream(true))
+	}
+	b.ReportMetric(inOrder, "x_in_order")
+	b.ReportMetric(backwards, "x_backwards")
+}

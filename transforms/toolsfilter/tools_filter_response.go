@@ -309,7 +309,7 @@ type filterResponsesStream struct {
 	x      *transforms.Exchange
 	rec    *filterRecord
 	judged map[string]bool // item and call ids -> removed
-	gone   []int           // output indexes removed, ascending
+	gone   indexSet        // output indexes removed
 	goneID map[string]bool // item ids removed
 	buf    []byte
 	ev     transforms.Event
@@ -340,8 +340,7 @@ func (s *filterResponsesStream) Event(ev *transforms.Event, emit transforms.Emit
 			if drop {
 				oi := jsonspan.Lookup(d, 0, "output_index")
 				if n, err := strconv.Atoi(string(d[max(oi.Start, 0):max(oi.End, 0)])); err == nil {
-					i, _ := slices.BinarySearch(s.gone, n)
-					s.gone = slices.Insert(s.gone, i, n)
+					s.gone.add(n)
 				}
 				if itemID != "" {
 					if s.goneID == nil {
@@ -368,7 +367,7 @@ func (s *filterResponsesStream) Event(ev *transforms.Event, emit transforms.Emit
 		}
 		return emit(ev)
 	}
-	if len(s.gone) == 0 && len(s.goneID) == 0 {
+	if s.gone.empty() && len(s.goneID) == 0 {
 		return emit(ev)
 	}
 	return s.shift(ev, d, emit)
@@ -392,11 +391,11 @@ func (s *filterResponsesStream) shift(ev *transforms.Event, d []byte, emit trans
 	case err != nil:
 		return emit(ev)
 	case itemID == "":
-		if _, found := slices.BinarySearch(s.gone, n); found {
+		if s.gone.has(n) {
 			return nil
 		}
 	}
-	below, _ := slices.BinarySearch(s.gone, n)
+	below := s.gone.below(n)
 	if below == 0 {
 		return emit(ev)
 	}
@@ -625,3 +624,48 @@ func (s *filterChatStream) entries(edits []jsonspan.Edit, d []byte, choice int, 
 }
 
 func (s *filterChatStream) End(transforms.Emit) error { return nil }
+
+// indexSet holds the output indexes of removed items and counts those
+// below an index, to close the gaps they leave. Upstreams number items in
+// order, so an index is appended to the sorted run; one out of order waits
+// in a short unsorted tail, merged into the run once the tail outgrows
+// the run's square root. Each operation then costs at most about that
+// root, so even an upstream that numbers items backwards cannot make a
+// stream cost the square of its calls.
+type indexSet struct {
+	sorted []int // ascending
+	tail   []int // out of order, unsorted
+}
+
+func (s *indexSet) empty() bool { return len(s.sorted) == 0 && len(s.tail) == 0 }
+
+func (s *indexSet) add(n int) {
+	if k := len(s.sorted); k == 0 || s.sorted[k-1] <= n {
+		s.sorted = append(s.sorted, n)
+		return
+	}
+	s.tail = append(s.tail, n)
+	if len(s.tail)*len(s.tail) > len(s.sorted) {
+		s.sorted = append(s.sorted, s.tail...)
+		slices.Sort(s.sorted)
+		s.tail = s.tail[:0]
+	}
+}
+
+func (s *indexSet) has(n int) bool {
+	if _, found := slices.BinarySearch(s.sorted, n); found {
+		return true
+	}
+	return slices.Contains(s.tail, n)
+}
+
+// below counts the indexes under n.
+func (s *indexSet) below(n int) int {
+	k, _ := slices.BinarySearch(s.sorted, n)
+	for _, t := range s.tail {
+		if t < n {
+			k++
+		}
+	}
+	return k
+}

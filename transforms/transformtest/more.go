@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
@@ -313,4 +314,25 @@ func ToolBodies() []string {
 		`{"tools":[{"type":"namespace","name":"n","tools":[{"type":"namespace","name":"m","tools":[{"type":"custom","name":"\u0061"}]}]}],"tools":[]}`,
 		`{"tools":[{"tools":[{"type":"custom","name":"a"}],"type":"function","name":"f"}],"input":"plain"}`,
 	}
+}
+
+// Doubling returns how much longer the work setup(2n) returns takes than
+// that of setup(n), each the best of a few runs from the same heap: about 2
+// for work linear in n, 4 for quadratic. setup builds the inputs, outside
+// the timing, and returns the work to time, which must be repeatable.
+// Scaling benchmarks report the ratio as a metric; they never fail on it,
+// as timings vary with the host.
+func Doubling(n int, setup func(n int) func()) float64 {
+	best := func(run func()) time.Duration {
+		d := time.Duration(1 << 62)
+		for range 5 {
+			runtime.GC()
+			t0 := time.Now()
+			run()
+			d = min(d, time.Since(t0))
+		}
+		return d
+	}
+	small := best(setup(n))
+	return float64(best(setup(2*n))) / float64(small)
 }
