@@ -1,10 +1,12 @@
-package transforms
+package transforms_test
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/llmtransform/caddy-llm-transform/transforms"
+	"github.com/llmtransform/caddy-llm-transform/transforms/transformtest"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -24,7 +26,7 @@ type protocolProbe struct{}
 
 type probeKey struct{}
 
-type probeSeen struct{ request, response []Protocol }
+type probeSeen struct{ request, response []transforms.Protocol }
 
 func init() {
 	caddy.RegisterModule(testBridge{})
@@ -32,24 +34,24 @@ func init() {
 }
 
 func (testBridge) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{ID: ModuleID("test_bridge"), New: func() caddy.Module { return new(testBridge) }}
+	return caddy.ModuleInfo{ID: transforms.ModuleID("test_bridge"), New: func() caddy.Module { return new(testBridge) }}
 }
 
-func (b *testBridge) from() Protocol {
+func (b *testBridge) from() transforms.Protocol {
 	if b.Reverse {
-		return ProtocolChat
+		return transforms.ProtocolChat
 	}
-	return ProtocolResponses
+	return transforms.ProtocolResponses
 }
 
-func (b *testBridge) to() Protocol {
+func (b *testBridge) to() transforms.Protocol {
 	if b.Reverse {
-		return ProtocolResponses
+		return transforms.ProtocolResponses
 	}
-	return ProtocolChat
+	return transforms.ProtocolChat
 }
 
-func (b *testBridge) BridgedProtocol(in Protocol) Protocol {
+func (b *testBridge) BridgedProtocol(in transforms.Protocol) transforms.Protocol {
 	if in == b.from() {
 		return b.to()
 	}
@@ -61,7 +63,7 @@ func str(doc []byte, key string) string {
 	return s
 }
 
-func (b *testBridge) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
+func (b *testBridge) RewriteRequest(x *transforms.Exchange, body []byte) ([]byte, error) {
 	if x.Protocol() != b.from() {
 		return body, nil
 	}
@@ -88,9 +90,9 @@ func (b *testBridge) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
 	return append(out, fmt.Sprintf(`,"stream":%v}`, stream)...), nil
 }
 
-func (b *testBridge) WantsResponse(x *Exchange) bool { return x.Protocol() == b.to() }
+func (b *testBridge) WantsResponse(x *transforms.Exchange) bool { return x.Protocol() == b.to() }
 
-func (b *testBridge) RewriteResponse(x *Exchange, body []byte) ([]byte, error) {
+func (b *testBridge) RewriteResponse(x *transforms.Exchange, body []byte) ([]byte, error) {
 	if b.Reverse {
 		return body, nil // only its stream is exercised
 	}
@@ -108,7 +110,7 @@ func (b *testBridge) RewriteResponse(x *Exchange, body []byte) ([]byte, error) {
 	return append(out, `}]}]}`...), nil
 }
 
-func (b *testBridge) NewStream(x *Exchange) StreamTransform {
+func (b *testBridge) NewStream(x *transforms.Exchange) transforms.StreamTransform {
 	if b.Reverse {
 		return &chatFromResponses{}
 	}
@@ -124,13 +126,13 @@ type responsesFromChat struct {
 	started bool
 }
 
-func (s *responsesFromChat) emit(emit Emit, format string, args ...any) error {
-	return emit(&Event{Data: fmt.Appendf(nil, format, args...)})
+func (s *responsesFromChat) emit(emit transforms.Emit, format string, args ...any) error {
+	return emit(&transforms.Event{Data: fmt.Appendf(nil, format, args...)})
 }
 
-func (s *responsesFromChat) Event(ev *Event, emit Emit) error {
+func (s *responsesFromChat) Event(ev *transforms.Event, emit transforms.Emit) error {
 	d := ev.Data
-	if bytes.Equal(d, doneData) {
+	if string(d) == "[DONE]" {
 		full := string(jsonspan.AppendStringStr(nil, s.text.String()))
 		item := `{"id":"msg_` + s.id + `","type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":` + full + `}]}`
 		for _, e := range []string{
@@ -174,51 +176,51 @@ func (s *responsesFromChat) Event(ev *Event, emit Emit) error {
 	return err
 }
 
-func (s *responsesFromChat) End(Emit) error { return nil }
+func (s *responsesFromChat) End(transforms.Emit) error { return nil }
 
 // chatFromResponses writes Chat chunks for a Responses stream; the engine
 // drops the event names and ends the stream with [DONE].
 type chatFromResponses struct{}
 
-func (chatFromResponses) Event(ev *Event, emit Emit) error {
+func (chatFromResponses) Event(ev *transforms.Event, emit transforms.Emit) error {
 	switch t := str(ev.Data, "type"); t {
 	case "response.output_text.delta":
-		return emit(&Event{Name: ev.Name, Data: fmt.Appendf(nil, `{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":%s},"finish_reason":null}]}`,
+		return emit(&transforms.Event{Name: ev.Name, Data: fmt.Appendf(nil, `{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":%s},"finish_reason":null}]}`,
 			jsonspan.AppendStringStr(nil, str(ev.Data, "delta")))})
 	case "response.completed":
-		return emit(&Event{Name: ev.Name, Data: []byte(`{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)})
+		return emit(&transforms.Event{Name: ev.Name, Data: []byte(`{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)})
 	}
 	return nil
 }
 
-func (chatFromResponses) End(Emit) error { return nil }
+func (chatFromResponses) End(transforms.Emit) error { return nil }
 
 func (protocolProbe) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{ID: ModuleID("test_protocol_probe"), New: func() caddy.Module { return new(protocolProbe) }}
+	return caddy.ModuleInfo{ID: transforms.ModuleID("test_protocol_probe"), New: func() caddy.Module { return new(protocolProbe) }}
 }
 
-func probe(x *Exchange) *probeSeen {
+func probe(x *transforms.Exchange) *probeSeen {
 	return x.Record(probeKey{}, func() any { return &probeSeen{} }).(*probeSeen)
 }
 
-func (protocolProbe) RewriteRequest(x *Exchange, body []byte) ([]byte, error) {
+func (protocolProbe) RewriteRequest(x *transforms.Exchange, body []byte) ([]byte, error) {
 	probe(x).request = append(probe(x).request, x.Protocol())
 	return body, nil
 }
-func (protocolProbe) WantsResponse(x *Exchange) bool { return true }
-func (protocolProbe) RewriteResponse(x *Exchange, body []byte) ([]byte, error) {
+func (protocolProbe) WantsResponse(x *transforms.Exchange) bool { return true }
+func (protocolProbe) RewriteResponse(x *transforms.Exchange, body []byte) ([]byte, error) {
 	probe(x).response = append(probe(x).response, x.Protocol())
 	return body, nil
 }
-func (protocolProbe) NewStream(x *Exchange) StreamTransform {
+func (protocolProbe) NewStream(x *transforms.Exchange) transforms.StreamTransform {
 	probe(x).response = append(probe(x).response, x.Protocol())
 	return nil
 }
 
-func bridged(t *testing.T, rules string, client Protocol, path, body string) *Exchange {
+func bridged(t *testing.T, rules string, client transforms.Protocol, path, body string) *transforms.Exchange {
 	t.Helper()
-	x := NewExchange(client, Limits{MaxCallBuffer: 1 << 20, MaxEvent: 1 << 20}, nil)
-	chainOf(t, rules).Begin(x, "m")
+	x := transforms.NewExchange(client, transforms.Limits{MaxCallBuffer: 1 << 20, MaxEvent: 1 << 20}, nil)
+	transformtest.Chain(t, rules).Begin(x, "m")
 	x.SetUpstreamPath(path)
 	if _, err := x.RewriteRequest([]byte(body)); err != nil {
 		t.Fatal(err)
@@ -233,8 +235,8 @@ func bridged(t *testing.T, rules string, client Protocol, path, body string) *Ex
 func TestBridgeChangesProtocolPathAndFraming(t *testing.T) {
 	rules := `[{"transform":"test_protocol_probe"},{"transform":"test_bridge"},{"transform":"test_protocol_probe"}]`
 	req := `{"model":"m","input":"Say hello","stream":true}`
-	x := bridged(t, rules, ProtocolResponses, "/openai/v1/responses", req)
-	if x.ClientProtocol() != ProtocolResponses || x.UpstreamProtocol() != ProtocolChat {
+	x := bridged(t, rules, transforms.ProtocolResponses, "/openai/v1/responses", req)
+	if x.ClientProtocol() != transforms.ProtocolResponses || x.UpstreamProtocol() != transforms.ProtocolChat {
 		t.Fatalf("client %s, upstream %s", x.ClientProtocol(), x.UpstreamProtocol())
 	}
 	if x.UpstreamPath() != "/openai/v1/chat/completions" {
@@ -259,8 +261,8 @@ func TestBridgeChangesProtocolPathAndFraming(t *testing.T) {
 		"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"sequence_number\":7,\"output_index\":0,\"item\":{\"id\":\"msg_c1\",\"type\":\"message\",\"role\":\"assistant\",\"status\":\"completed\",\"content\":[{\"type\":\"output_text\",\"text\":\"" + text + "\"}]}}\n\n" +
 		"event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":8,\"response\":{\"id\":\"c1\",\"object\":\"response\",\"status\":\"completed\",\"output\":[{\"id\":\"msg_c1\",\"type\":\"message\",\"role\":\"assistant\",\"status\":\"completed\",\"content\":[{\"type\":\"output_text\",\"text\":\"" + text + "\"}]}]}}\n\n"
 	for _, n := range []int{1, 7, 4096} {
-		x := bridged(t, rules, ProtocolResponses, "/v1/responses", req)
-		if got := replay(t, x, upstream, n); got != want {
+		x := bridged(t, rules, transforms.ProtocolResponses, "/v1/responses", req)
+		if got := transformtest.Replay(t, x, upstream, n); got != want {
 			t.Fatalf("chunk size %d:\n%s\n--- want\n%s", n, got, want)
 		}
 		// The probe after the bridge saw the Chat side; the one before it,
@@ -270,21 +272,21 @@ func TestBridgeChangesProtocolPathAndFraming(t *testing.T) {
 		}
 	}
 
-	x = bridged(t, rules, ProtocolResponses, "/v1/responses", `{"model":"m","input":"Say hello"}`)
+	x = bridged(t, rules, transforms.ProtocolResponses, "/v1/responses", `{"model":"m","input":"Say hello"}`)
 	out, err := x.RewriteResponse([]byte(`{"id":"c2","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	jsonEqual(t, out, `{"id":"c2","object":"response","status":"completed","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Hi"}]}]}`)
+	transformtest.JSONEqual(t, out, `{"id":"c2","object":"response","status":"completed","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Hi"}]}]}`)
 }
 
 // TestBridgedAbortTakesTheClientsShape: a rule on the Chat side of the
 // bridge ends the stream, and the Responses client gets a Responses error
 // event that continues the sequence.
 func TestBridgedAbortTakesTheClientsShape(t *testing.T) {
-	x := bridged(t, `[{"transform":"test_bridge"},{"transform":"test_stream_dropper"}]`, ProtocolResponses, "/v1/responses", `{"model":"m","input":"x"}`)
+	x := bridged(t, `[{"transform":"test_bridge"},{"transform":"test_stream_dropper"}]`, transforms.ProtocolResponses, "/v1/responses", `{"model":"m","input":"x"}`)
 	upstream := `data: {"id":"c1","choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\ndata: abort\n\n" + `data: {"id":"c1","choices":[{"index":0,"delta":{"content":"b"}}]}` + "\n\n"
-	got := replay(t, x, upstream, 7)
+	got := transformtest.Replay(t, x, upstream, 7)
 	wantEnd := "event: error\ndata: {\"type\":\"error\",\"sequence_number\":4,\"code\":\"test_abort\",\"message\":\"aborted by test\",\"param\":null}\n\n"
 	if !strings.HasSuffix(got, wantEnd) || strings.Count(got, "event: ") != 5 || strings.Contains(got, `"b"`) {
 		t.Fatalf("got:\n%s", got)
@@ -297,21 +299,21 @@ func TestBridgedAbortTakesTheClientsShape(t *testing.T) {
 // TestReverseBridgeWritesChatFraming: a Chat client over a Responses
 // upstream gets data-only chunks and the [DONE] its SDK waits for.
 func TestReverseBridgeWritesChatFraming(t *testing.T) {
-	x := bridged(t, `[{"transform":"test_bridge","config":{"reverse":true}}]`, ProtocolChat, "/v1/chat/completions",
+	x := bridged(t, `[{"transform":"test_bridge","config":{"reverse":true}}]`, transforms.ProtocolChat, "/v1/chat/completions",
 		`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`)
-	if x.UpstreamPath() != "/v1/responses" || x.UpstreamProtocol() != ProtocolResponses {
+	if x.UpstreamPath() != "/v1/responses" || x.UpstreamProtocol() != transforms.ProtocolResponses {
 		t.Fatalf("path %q, upstream %s", x.UpstreamPath(), x.UpstreamProtocol())
 	}
-	upstream := sse(`{"type":"response.created","sequence_number":0,"response":{}}`,
+	upstream := transformtest.SSE(`{"type":"response.created","sequence_number":0,"response":{}}`,
 		`{"type":"response.output_text.delta","sequence_number":1,"delta":"Hi"}`,
 		`{"type":"response.completed","sequence_number":2,"response":{}}`)
 	const want = "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n" +
 		"data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
 		"data: [DONE]\n\n"
 	for _, n := range []int{1, 7, 4096} {
-		x := bridged(t, `[{"transform":"test_bridge","config":{"reverse":true}}]`, ProtocolChat, "/v1/chat/completions",
+		x := bridged(t, `[{"transform":"test_bridge","config":{"reverse":true}}]`, transforms.ProtocolChat, "/v1/chat/completions",
 			`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`)
-		if got := replay(t, x, upstream, n); got != want {
+		if got := transformtest.Replay(t, x, upstream, n); got != want {
 			t.Fatalf("chunk size %d:\n%q", n, got)
 		}
 	}
@@ -320,9 +322,9 @@ func TestReverseBridgeWritesChatFraming(t *testing.T) {
 // TestLoneBridgePhaseIsRefused: half a bridge would answer the client in
 // the upstream's protocol.
 func TestLoneBridgePhaseIsRefused(t *testing.T) {
-	var cfgs []RuleConfig
-	cfgs = append(cfgs, RuleConfig{Transform: "test_bridge", Phase: "request"})
-	if _, err := Compile(testContext(t), cfgs, ScopeProvider, ""); err == nil || !strings.Contains(err.Error(), "a protocol bridge needs both phases") {
+	var cfgs []transforms.RuleConfig
+	cfgs = append(cfgs, transforms.RuleConfig{Transform: "test_bridge", Phase: "request"})
+	if _, err := transforms.Compile(transformtest.Context(t), cfgs, transforms.ScopeProvider, ""); err == nil || !strings.Contains(err.Error(), "a protocol bridge needs both phases") {
 		t.Fatalf("err = %v", err)
 	}
 }

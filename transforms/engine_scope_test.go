@@ -1,8 +1,11 @@
-package transforms
+package transforms_test
 
 import (
 	"bytes"
 	"testing"
+
+	"github.com/llmtransform/caddy-llm-transform/transforms"
+	"github.com/llmtransform/caddy-llm-transform/transforms/transformtest"
 
 	"github.com/caddyserver/caddy/v2"
 )
@@ -17,48 +20,48 @@ func init() {
 type providerOnly struct{}
 
 func (providerOnly) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{ID: ModuleID("test_provider_only"), New: func() caddy.Module { return new(providerOnly) }}
+	return caddy.ModuleInfo{ID: transforms.ModuleID("test_provider_only"), New: func() caddy.Module { return new(providerOnly) }}
 }
-func (providerOnly) RewriteRequest(_ *Exchange, b []byte) ([]byte, error) { return b, nil }
-func (providerOnly) Scopes() Scope                                        { return ScopeProvider }
+func (providerOnly) RewriteRequest(_ *transforms.Exchange, b []byte) ([]byte, error) { return b, nil }
+func (providerOnly) Scopes() transforms.Scope                                        { return transforms.ScopeProvider }
 
 type dropTransform struct{}
 
 func (dropTransform) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{ID: ModuleID("test_stream_dropper"), New: func() caddy.Module { return new(dropTransform) }}
+	return caddy.ModuleInfo{ID: transforms.ModuleID("test_stream_dropper"), New: func() caddy.Module { return new(dropTransform) }}
 }
-func (dropTransform) RewriteResponse(_ *Exchange, b []byte) ([]byte, error) { return b, nil }
-func (dropTransform) NewStream(*Exchange) StreamTransform                   { return dropStage{} }
-func (dropTransform) WantsResponse(*Exchange) bool                          { return true }
+func (dropTransform) RewriteResponse(_ *transforms.Exchange, b []byte) ([]byte, error) { return b, nil }
+func (dropTransform) NewStream(*transforms.Exchange) transforms.StreamTransform        { return dropStage{} }
+func (dropTransform) WantsResponse(*transforms.Exchange) bool                          { return true }
 
 type dropStage struct{}
 
-func (dropStage) Event(ev *Event, emit Emit) error {
+func (dropStage) Event(ev *transforms.Event, emit transforms.Emit) error {
 	switch {
 	case bytes.Equal(ev.Data, []byte("drop")):
 		return nil
 	case bytes.Equal(ev.Data, []byte("abort")):
-		return &StreamAbort{Code: "test_abort", Message: "aborted by test"}
+		return &transforms.StreamAbort{Code: "test_abort", Message: "aborted by test"}
 	}
 	return emit(ev)
 }
 
-func (dropStage) End(Emit) error { return nil }
+func (dropStage) End(transforms.Emit) error { return nil }
 
 func TestUnsupportedScopeFailsAtLoad(t *testing.T) {
-	cfgs := []RuleConfig{{Transform: "test_provider_only"}}
-	if _, err := Compile(testContext(t), cfgs, ScopeProvider, ""); err != nil {
+	cfgs := []transforms.RuleConfig{{Transform: "test_provider_only"}}
+	if _, err := transforms.Compile(transformtest.Context(t), cfgs, transforms.ScopeProvider, ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		scope  Scope
+		scope  transforms.Scope
 		prefix string
 		want   string
 	}{
-		{ScopeGlobal, "global", "global rule 0 (test_provider_only): transform does not support the global scope"},
-		{ScopeAPIKey, "api_key 1f2e3d4c5b6a", "api_key 1f2e3d4c5b6a rule 0 (test_provider_only): transform does not support the api_key scope"},
+		{transforms.ScopeGlobal, "global", "global rule 0 (test_provider_only): transform does not support the global scope"},
+		{transforms.ScopeAPIKey, "api_key 1f2e3d4c5b6a", "api_key 1f2e3d4c5b6a rule 0 (test_provider_only): transform does not support the api_key scope"},
 	} {
-		if _, err := Compile(testContext(t), cfgs, tc.scope, tc.prefix); err == nil || err.Error() != tc.want {
+		if _, err := transforms.Compile(transformtest.Context(t), cfgs, tc.scope, tc.prefix); err == nil || err.Error() != tc.want {
 			t.Errorf("err = %v, want %q", err, tc.want)
 		}
 	}
@@ -82,8 +85,8 @@ func TestStreamApplicationsAreTracked(t *testing.T) {
 			"data: a\n\n" + `data: {"error":{"message":"aborted by test","type":"server_error","param":null,"code":"test_abort"}}` + "\n\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := chainOf(t, `[{"transform":"test_stream_dropper"}]`)
-			x := begin(t, c, ProtocolChat, []byte(`{"model":"m"}`))
+			c := transformtest.Chain(t, `[{"transform":"test_stream_dropper"}]`)
+			x := transformtest.Begin(t, c, transforms.ProtocolChat, []byte(`{"model":"m"}`))
 			s := x.NewStream()
 			_ = s.Write([]byte(tc.body))
 			_ = s.Close()
@@ -94,7 +97,7 @@ func TestStreamApplicationsAreTracked(t *testing.T) {
 			if got := len(x.Applications()) == 1; got != tc.applied {
 				t.Fatalf("applications = %+v", x.Applications())
 			}
-			if tc.applied && (x.Applications()[0].Phase != PhaseResponse || c.Rules()[0].Hits() != 1) {
+			if tc.applied && (x.Applications()[0].Phase != transforms.PhaseResponse || c.Rules()[0].Hits() != 1) {
 				t.Fatalf("application = %+v, hits = %d", x.Applications()[0], c.Rules()[0].Hits())
 			}
 			if x.StreamError() != tc.streamErr {
@@ -105,16 +108,16 @@ func TestStreamApplicationsAreTracked(t *testing.T) {
 }
 
 func TestDecisionsKeptOnlyWhenExplaining(t *testing.T) {
-	x := NewExchange(ProtocolResponses, Limits{}, nil)
+	x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{}, nil)
 	x.Decide("a", "b", "c")
 	if len(x.Decisions()) != 0 {
 		t.Fatal("decisions kept without Explain")
 	}
 	x.Explain = true
-	for range maxDecisions + 10 {
+	for range transforms.MaxDecisions + 10 {
 		x.Decide("a", "b", "c")
 	}
-	if len(x.Decisions()) != maxDecisions {
+	if len(x.Decisions()) != transforms.MaxDecisions {
 		t.Fatalf("kept %d decisions", len(x.Decisions()))
 	}
 }
