@@ -21,7 +21,11 @@ type chatCalls struct {
 	x       *Exchange
 	calls   map[chatKey]*chatCall
 	pending map[chatKey]*chatPending
-	order   []chatKey        // open calls in arrival order, for deterministic output
+	// order holds each choice's open calls in arrival order, and held its
+	// keys held without a name (some since named): per choice, so that
+	// finishing a choice costs its own calls, not every choice's.
+	order   map[int64][]chatKey
+	held    map[int64][]chatKey
 	meta    []byte           // id/created/model of the last chunk, for synthesized chunks
 	dropped map[chatKey]bool // calls abandoned mid-way; their fragments are swallowed
 	native  map[chatKey]bool // calls that are not the policy's; their fragments pass
@@ -43,7 +47,8 @@ type chatPending struct {
 }
 
 func newChatCalls(x *Exchange, p CallPolicy) *chatCalls {
-	return &chatCalls{p: p, x: x, calls: map[chatKey]*chatCall{}, pending: map[chatKey]*chatPending{}}
+	return &chatCalls{p: p, x: x, calls: map[chatKey]*chatCall{}, pending: map[chatKey]*chatPending{},
+		order: map[int64][]chatKey{}, held: map[int64][]chatKey{}}
 }
 
 // textField is the member of a client entry that holds the call's text.
@@ -110,7 +115,8 @@ func (s *chatCalls) abandon(reason string) {
 		delete(s.pending, k)
 		s.dropped[k] = true
 	}
-	s.order = s.order[:0]
+	clear(s.order)
+	clear(s.held)
 }
 
 func parseIndex(doc []byte, sp jsonspan.Span) (int64, bool) {
@@ -355,6 +361,7 @@ func (s *chatCalls) entry(d []byte, el jsonspan.Span, choice int64) (out []byte,
 		// which tool it is.
 		p := &chatPending{id: bytes.Clone(d[f[entryID].Start:f[entryID].End]), args: bytes.Clone(frag)}
 		s.pending[key] = p
+		s.held[key.choice] = append(s.held[key.choice], key)
 		return nil, true, s.checkHeld(p)
 	}
 	var rawID []byte
@@ -389,7 +396,7 @@ func (s *chatCalls) open(key chatKey, name string, rawID, args []byte, held *cha
 	}
 	c := &chatCall{client: client, h: h}
 	s.calls[key] = c
-	s.order = append(s.order, key)
+	s.order[key.choice] = append(s.order[key.choice], key)
 	s.x.Decide(client.String(), "restore_call", "chat stream header of a call to restore")
 	return s.fragment(key, c, args, rawID, true)
 }
@@ -469,13 +476,9 @@ func heldFragment(key chatKey, p *chatPending, name string) []byte {
 func (s *chatCalls) finishChoice(choice int64, length bool) ([][]byte, bool) {
 	var out [][]byte
 	any := false
-	keep := s.order[:0]
-	for _, key := range s.order {
+	for _, key := range s.order[choice] {
 		c := s.calls[key]
-		if key.choice != choice || c == nil {
-			if c != nil {
-				keep = append(keep, key)
-			}
+		if c == nil {
 			continue
 		}
 		any = true
@@ -495,15 +498,16 @@ func (s *chatCalls) finishChoice(choice int64, length bool) ([][]byte, bool) {
 		}
 		releaseCall(c.h)
 	}
-	s.order = keep
+	delete(s.order, choice)
 	// Held fragments that never got a name are handed out as they came,
 	// merged, in index order: they were never shown to be the policy's.
 	var held []chatKey
-	for key := range s.pending {
-		if key.choice == choice {
+	for _, key := range s.held[choice] {
+		if s.pending[key] != nil {
 			held = append(held, key)
 		}
 	}
+	delete(s.held, choice)
 	slices.SortFunc(held, func(a, b chatKey) int { return cmp.Compare(a.index, b.index) })
 	for _, key := range held {
 		out = append(out, heldFragment(key, s.pending[key], ""))
@@ -520,11 +524,11 @@ func (s *chatCalls) flushAll(emit Emit) error {
 		return nil
 	}
 	var choices []int64
-	for _, k := range s.order {
-		choices = append(choices, k.choice)
+	for choice := range s.order {
+		choices = append(choices, choice)
 	}
-	for k := range s.pending {
-		choices = append(choices, k.choice)
+	for choice := range s.held {
+		choices = append(choices, choice)
 	}
 	slices.Sort(choices)
 	choices = slices.Compact(choices)

@@ -72,14 +72,49 @@ func BenchmarkCustomScaling(b *testing.B) {
 			}
 		}
 	}
+	// A Chat stream of n choices, each opening a call to a custom tool,
+	// then finishing one by one.
+	chatChoices := func(n int) func() {
+		var tools strings.Builder
+		var chunks []string
+		const head = `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[`
+		for i := range n {
+			if i > 0 {
+				tools.WriteByte(',')
+			}
+			fmt.Fprintf(&tools, `{"type":"custom","custom":{"name":"tool_%d"}}`, i)
+			chunks = append(chunks, fmt.Sprintf(head+`{"index":%d,"delta":{"tool_calls":[{"index":0,"id":"call_%d","type":"function","function":{"name":"tool_%d","arguments":"{\"input\":\"x\"}"}}]},"finish_reason":null}]}`, i, i, i))
+		}
+		for i := range n {
+			chunks = append(chunks, fmt.Sprintf(head+`{"index":%d,"delta":{},"finish_reason":"tool_calls"}]}`, i))
+		}
+		req := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[` + tools.String() + `]}`)
+		stream := []byte(transformtest.ChatSSE(chunks...))
+		return func() {
+			x := transforms.NewExchange(transforms.ProtocolChat, transforms.Limits{MaxCallBuffer: 1 << 20, MaxEvent: 1 << 24}, nil)
+			c.Begin(x, "m")
+			if _, err := x.RewriteRequest(req); err != nil {
+				b.Fatal(err)
+			}
+			s := x.NewStream()
+			if err := s.Write(stream); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 	const n = 2000
-	var req, json, sse float64
+	var req, json, sse, chat float64
 	for b.Loop() {
 		req = transformtest.Doubling(n, requestOnly)
 		json = transformtest.Doubling(n, answerJSON)
 		sse = transformtest.Doubling(n, answerSSE)
+		chat = transformtest.Doubling(n, chatChoices)
 	}
 	b.ReportMetric(req, "x_request")
 	b.ReportMetric(json, "x_answer_json")
 	b.ReportMetric(sse, "x_answer_stream")
+	b.ReportMetric(chat, "x_chat_choices")
 }
