@@ -336,9 +336,11 @@ func (x *Exchange) RewriteRequest(body []byte) ([]byte, error) {
 func (x *Exchange) rewriteRequest(body []byte) ([]byte, error) {
 	defer x.at(-1, false)
 	x.orig = body
-	if x.Limits.MaxDepth > 0 && x.Limits.MaxDepth < jsonspan.MaxDepth {
-		// A limit below the scanner's costs a pass of its own.
-		if e := CheckJSON(body, x.Limits); e != nil {
+	if d := x.Limits.MaxDepth; d > 0 && d < jsonspan.MaxDepth {
+		// A limit below the scanner's costs a pass of its own; the rules'
+		// walks check the rest.
+		if at := jsonspan.DepthOver(body, d); at >= 0 {
+			e := tooDeep(at, d)
 			x.Decide("request", "reject", e.Message)
 			return nil, e
 		}
@@ -551,12 +553,16 @@ func CheckJSON(body []byte, limits Limits) *Error {
 			return nil
 		}
 		if at := jsonspan.DepthOver(body, limits.MaxDepth); at >= 0 {
-			return invalidJSONAt(at, fmt.Sprintf("nested deeper than %d levels", limits.MaxDepth))
+			return tooDeep(at, limits.MaxDepth)
 		}
 		return nil
 	}
 	at, reason := jsonspan.Diagnose(body)
 	return invalidJSONAt(at, reason)
+}
+
+func tooDeep(at, limit int) *Error {
+	return invalidJSONAt(at, fmt.Sprintf("nested deeper than %d levels", limit))
 }
 
 func invalidJSONAt(at int, reason string) *Error {
