@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 	"github.com/llmtransform/caddy-llm-transform/transforms/transformtest"
 
@@ -38,16 +39,25 @@ func FuzzToolsFilter(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		valid := json.Valid(body)
+		// What the gateway reads: RFC 8259, nested at most 1,000 deep.
+		readable := jsonspan.Valid(body)
 		for i, c := range chains {
 			for _, proto := range []transforms.Protocol{transforms.ProtocolResponses, transforms.ProtocolChat} {
 				x := transforms.NewExchange(proto, transforms.Limits{}, nil)
 				c.Begin(x, "m")
 				out, err := x.RewriteRequest(body)
+				var te *transforms.Error
+				switch {
+				case !readable && (!errors.As(err, &te) || te.Code != "invalid_json"):
+					// Fail closed: the filter never lets through what it
+					// cannot read.
+					t.Fatalf("config %d: an unreadable body gave %v, not invalid_json", i, err)
+				case err != nil && (!errors.As(err, &te) || te.Status != 400 || (te.Code != "tool_filtered" && te.Code != "ambiguous_tool" && te.Code != "invalid_json")):
+					t.Fatalf("config %d: %v", i, err)
+				case readable && te != nil && te.Code == "invalid_json":
+					t.Fatalf("config %d: a readable body refused as invalid_json: %s", i, te.Message)
+				}
 				if err != nil {
-					var te *transforms.Error
-					if !errors.As(err, &te) || te.Status != 400 || (te.Code != "tool_filtered" && te.Code != "ambiguous_tool") {
-						t.Fatalf("config %d: %v", i, err)
-					}
 					continue
 				}
 				if !valid {
