@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/dustin/go-humanize"
 	"github.com/llmtransform/caddy-llm-transform/internal/providers"
 )
 
@@ -64,8 +66,28 @@ type ResponsesToChat struct {
 	// the profile's.
 	Reasoning string `json:"reasoning,omitempty"`
 
+	// MaxReasoning is the most bytes of the upstream's reasoning kept, per
+	// answer, for the reasoning item the client stores and sends back
+	// (counted as the upstream escaped them on streams, decoded in JSON).
+	// Reasoning past it still streams to the client as deltas, but the
+	// item keeps only what came before, and its encrypted_content says it
+	// was cut: the next turn drops it with a decision rather than send the
+	// upstream part of its reasoning as if whole. A decision records the
+	// cut. It bounds what a stream holds: no model reasons megabytes in
+	// one answer, an upstream stuck in a loop can. Default 4 MiB.
+	MaxReasoning int64 `json:"max_reasoning,omitempty"`
+
 	knobs providers.Profile
+	// The reasoning envelopes of the profile, whole and cut, and the
+	// reasoning cap in effect.
+	envelope, envelopeCut string
+	maxReasoning          int
 }
+
+// defaultMaxReasoning is about four times the longest reasoning of a
+// 128k-token answer written as \u escapes: far above a real answer, small
+// enough for many streams at once.
+const defaultMaxReasoning = 4 << 20
 
 // CaddyModule returns the Caddy module information.
 func (ResponsesToChat) CaddyModule() caddy.ModuleInfo {
@@ -109,7 +131,16 @@ func (t *ResponsesToChat) Provision(caddy.Context) error {
 	default:
 		return fmt.Errorf("reasoning %q: want replay, tool_calls or strip", t.Reasoning)
 	}
+	switch {
+	case t.MaxReasoning < 0:
+		return fmt.Errorf("max_reasoning %d is negative", t.MaxReasoning)
+	case t.MaxReasoning == 0:
+		t.maxReasoning = defaultMaxReasoning
+	default:
+		t.maxReasoning = int(t.MaxReasoning)
+	}
 	t.knobs = k
+	t.envelope, t.envelopeCut = reasoningEnvelope(t.Profile, false), reasoningEnvelope(t.Profile, true)
 	return nil
 }
 
@@ -121,6 +152,7 @@ func (t *ResponsesToChat) Provision(caddy.Context) error {
 //		default_max_tokens <n>
 //		developer user|system
 //		reasoning replay|tool_calls|strip
+//		max_reasoning <size>
 //	}
 func (t *ResponsesToChat) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	b := transforms.NewRuleBlock(d)
@@ -143,6 +175,18 @@ func (t *ResponsesToChat) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = b.One(&t.Developer)
 		case "reasoning":
 			err = b.One(&t.Reasoning)
+		case "max_reasoning":
+			var v string
+			if err = b.One(&v); err != nil {
+				break
+			}
+			n, perr := humanize.ParseBytes(v)
+			if perr != nil || n == 0 || n > math.MaxInt64 {
+				// 0 would mean the default in JSON; written out it is a
+				// mistake more likely than a wish for the default.
+				return d.Errf("max_reasoning: %q is not a positive size", v)
+			}
+			t.MaxReasoning = int64(n)
 		default:
 			return b.Unknown()
 		}
@@ -185,9 +229,15 @@ func newID() string {
 
 // reasoningEnvelope marks a reasoning item as one this bridge made from the
 // profile's upstream: "llmt1." and the base64 of {"p":<profile>}. It holds
-// no text and no secret; the text travels in the item's content.
-func reasoningEnvelope(profile string) string {
-	return "llmt1." + base64.RawURLEncoding.EncodeToString([]byte(`{"p":`+strconv.Quote(profile)+`}`))
+// no text and no secret; the text travels in the item's content. An item
+// cut at max_reasoning says so, {"p":<profile>,"cut":true}, so that no
+// later turn sends its part of the reasoning upstream as the whole.
+func reasoningEnvelope(profile string, cut bool) string {
+	j := `{"p":` + strconv.Quote(profile)
+	if cut {
+		j += `,"cut":true`
+	}
+	return "llmt1." + base64.RawURLEncoding.EncodeToString([]byte(j+`}`))
 }
 
 // bridgeError is a 400 in the client's shape.

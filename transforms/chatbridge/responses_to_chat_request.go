@@ -1,7 +1,6 @@
 package chatbridge
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 
@@ -192,6 +191,11 @@ type chatBuild struct {
 	asIDs       []string // the calls' ids, whose tool messages follow
 	asOpen      bool
 	refs        itemRefs
+	// runOf numbers the run of calls each call id was gathered in, so an
+	// output finds out in one lookup whether it answers the run being
+	// gathered; asRun is that run's number, from 1.
+	runOf map[string]int
+	asRun int
 }
 
 // itemRefs is what the first pass over the input learns of calls.
@@ -220,6 +224,7 @@ func (b *chatBuild) messages(out []byte, instructions jsonspan.Span) ([]byte, er
 		conv = append(conv, '}')
 	case doc[b.input.Start] == '[':
 		b.refs = b.scanRefs()
+		b.runOf, b.asRun = map[string]int{}, 1
 		conv, system, err = b.items(conv, system, b.refs)
 		if err != nil {
 			return nil, err
@@ -329,6 +334,13 @@ func (b *chatBuild) items(conv []byte, system []string, refs itemRefs) ([]byte, 
 				b.x.Decide(where, "drop", "a function_call without its output: Chat refuses tool calls nobody answered")
 				return true
 			}
+			if _, seen := b.runOf[id]; seen {
+				// Its one output answers the first: a copy would be
+				// answered again, every copy with the whole output.
+				b.x.Decide(where, "drop", "a second function_call with the same call_id")
+				return true
+			}
+			b.runOf[id] = b.asRun
 			b.asIDs = append(b.asIDs, id)
 			name, _ := jsonspan.StringValue(doc, f[4])
 			if ns, _ := jsonspan.StringValue(doc, f[6]); ns != "" {
@@ -359,7 +371,7 @@ func (b *chatBuild) items(conv []byte, system []string, refs itemRefs) ([]byte, 
 				b.x.Decide(where, "drop", "a function_call_output without its call")
 			case refs.outputs[id] != el:
 				b.x.Decide(where, "drop", "a second output for the same call")
-			case slices.Contains(b.asIDs, id):
+			case b.runOf[id] == b.asRun:
 				// The first answer ends the run of calls it belongs to.
 				conv = b.flush(conv)
 			}
@@ -488,6 +500,7 @@ func (b *chatBuild) reset() {
 	b.hasReason, b.asOpen = false, false
 	b.asCalls = b.asCalls[:0]
 	b.asIDs = b.asIDs[:0]
+	b.asRun++
 }
 
 // reasoningText returns the text of a reasoning item this bridge made for
@@ -497,8 +510,12 @@ func (b *chatBuild) reasoningText(el jsonspan.Span) (string, bool) {
 	doc := b.doc
 	var f [3]jsonspan.Span
 	jsonspan.ObjectFields(doc, el.Start, []string{"encrypted_content", "content", "summary"}, f[:])
-	env, _ := jsonspan.StringValue(doc, f[0])
-	if env != reasoningEnvelope(b.t.Profile) {
+	switch env, _ := jsonspan.StringValue(doc, f[0]); env {
+	case b.t.envelope:
+	case b.t.envelopeCut:
+		b.x.Decide("reasoning", "drop", "reasoning the gateway cut at max_reasoning: sent on, its part would pass for the whole")
+		return "", false
+	default:
 		b.x.Decide("reasoning", "drop", "reasoning that did not come from this provider through the gateway")
 		return "", false
 	}

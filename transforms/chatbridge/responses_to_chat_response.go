@@ -2,10 +2,13 @@ package chatbridge
 
 import (
 	"bytes"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 
@@ -98,7 +101,12 @@ func (t *ResponsesToChat) RewriteResponse(x *transforms.Exchange, body []byte) (
 	status, reason := finishStatus(m.finish)
 	var items [][]byte
 	if len(m.reasoning) > 0 {
-		items = append(items, b.reasoningItem(nil, m.reasoning))
+		cut := len(m.reasoning) > t.maxReasoning
+		if cut {
+			m.reasoning = m.reasoning[:utf8Cut(m.reasoning, t.maxReasoning)]
+			x.Decide("reasoning", "truncate", reasoningCutReason(t.maxReasoning))
+		}
+		items = append(items, b.reasoningItem(nil, m.reasoning, cut))
 	}
 	if len(m.content) > 0 {
 		ms := status
@@ -122,12 +130,24 @@ func (t *ResponsesToChat) RewriteResponse(x *transforms.Exchange, body []byte) (
 	if f[2].Start >= 0 {
 		created, _ = strconv.ParseInt(string(body[f[2].Start:f[2].End]), 10, 64)
 	}
-	out := b.response(nil, status, reason, created, items, body, f[1])
+	var errObj []byte
 	if status == "failed" {
-		e := []byte(`"error":{"code":"server_error","message":`)
-		e = jsonspan.AppendStringStr(e, "the upstream ended the answer with finish_reason "+m.finish)
-		out = bytes.Replace(out, []byte(`"error":null`), append(e, '}'), 1)
+		errObj = errorObject("server_error", "the upstream ended the answer with finish_reason "+m.finish)
 	}
+	need := 512
+	for _, it := range items {
+		need += len(it) + 1
+	}
+	// One allocation for the whole object, rather than growth by
+	// quarters through megabytes of items.
+	out := b.responseHead(make([]byte, 0, need), status, created)
+	for i, it := range items {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, it...)
+	}
+	out = b.responseTail(out, reason, errObj, body, f[1])
 	return out, nil
 }
 
@@ -204,11 +224,19 @@ type bridgeOut struct {
 	rec *bridgeRecord
 }
 
-func (b *bridgeOut) reasoningItem(dst, text []byte) []byte {
+// envelope is the reasoning envelope, whole or cut.
+func (b *bridgeOut) envelope(cut bool) string {
+	if cut {
+		return b.t.envelopeCut
+	}
+	return b.t.envelope
+}
+
+func (b *bridgeOut) reasoningItem(dst, text []byte, cut bool) []byte {
 	dst = append(dst, `{"id":"rs_`+b.rec.id+`","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":`...)
 	dst = jsonspan.AppendString(dst, text)
 	dst = append(dst, `}],"encrypted_content":`...)
-	dst = jsonspan.AppendStringStr(dst, reasoningEnvelope(b.t.Profile))
+	dst = jsonspan.AppendStringStr(dst, b.envelope(cut))
 	return append(dst, '}')
 }
 
@@ -221,11 +249,13 @@ func (b *bridgeOut) messageItem(dst, text []byte, status string) []byte {
 func (b *bridgeOut) callID(i int) string { return "fc_" + b.rec.id + "_" + strconv.Itoa(i) }
 
 func (b *bridgeOut) callItem(dst []byte, i int, callID, name string, args []byte, status string) []byte {
-	return b.callItemEsc(dst, i, callID, name, jsonspan.AppendString(nil, args), status)
+	dst = b.callHead(dst, i, callID, name, status)
+	dst = jsonspan.AppendString(dst, args)
+	return append(dst, '}')
 }
 
-// callItemEsc is callItem with the arguments already a JSON string.
-func (b *bridgeOut) callItemEsc(dst []byte, i int, callID, name string, args []byte, status string) []byte {
+// callHead writes a function_call item up to its arguments' value.
+func (b *bridgeOut) callHead(dst []byte, i int, callID, name string, status string) []byte {
 	if callID == "" {
 		callID = "call_" + b.rec.id + "_" + strconv.Itoa(i)
 	}
@@ -237,14 +267,11 @@ func (b *bridgeOut) callItemEsc(dst []byte, i int, callID, name string, args []b
 	dst = jsonspan.AppendStringStr(dst, callID)
 	dst = append(dst, `,"name":`...)
 	dst = jsonspan.AppendStringStr(dst, name)
-	dst = append(dst, `,"arguments":`...)
-	dst = append(dst, args...)
-	return append(dst, '}')
+	return append(dst, `,"arguments":`...)
 }
 
-// response writes the Responses object: status, output items and usage
-// from the Chat usage at u in doc.
-func (b *bridgeOut) response(dst []byte, status, reason string, created int64, items [][]byte, doc []byte, u jsonspan.Span) []byte {
+// responseHead writes the Responses object up to its output items.
+func (b *bridgeOut) responseHead(dst []byte, status string, created int64) []byte {
 	if created == 0 {
 		created = time.Now().Unix()
 	}
@@ -254,31 +281,54 @@ func (b *bridgeOut) response(dst []byte, status, reason string, created int64, i
 	} else {
 		dst = append(dst, `""`...)
 	}
-	dst = append(dst, `,"output":[`...)
-	need := len(dst) + 512
-	for _, it := range items {
-		need += len(it) + 1
-	}
-	if cap(dst) < need {
-		// One allocation for the whole object, rather than growth by
-		// quarters through megabytes of items.
-		dst = append(make([]byte, 0, need), dst...)
-	}
-	for i, it := range items {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, it...)
-	}
+	return append(dst, `,"output":[`...)
+}
+
+// responseTail ends the output and writes the rest of the object: usage
+// from the Chat usage at u in doc, the error object (null when nil) and
+// the incomplete reason.
+func (b *bridgeOut) responseTail(dst []byte, reason string, errObj, doc []byte, u jsonspan.Span) []byte {
 	dst = append(dst, `],"usage":`...)
 	dst = appendUsage(dst, doc, u)
-	dst = append(dst, `,"error":null,"incomplete_details":`...)
+	dst = append(dst, `,"error":`...)
+	if errObj != nil {
+		dst = append(dst, errObj...)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"incomplete_details":`...)
 	if reason != "" {
 		dst = append(dst, `{"reason":"`+reason+`"}`...)
 	} else {
 		dst = append(dst, "null"...)
 	}
 	return append(dst, '}')
+}
+
+// errorObject is a response's error.
+func errorObject(code, msg string) []byte {
+	e := []byte(`{"code":`)
+	e = jsonspan.AppendStringStr(e, code)
+	e = append(e, `,"message":`...)
+	e = jsonspan.AppendStringStr(e, msg)
+	return append(e, '}')
+}
+
+// reasoningCutReason is the decision's reason when reasoning passes the
+// cap.
+func reasoningCutReason(max int) string {
+	return "reasoning past max_reasoning (" + strconv.Itoa(max) + " bytes) is not kept: the item holds what came before and is marked cut, so it is never sent back"
+}
+
+// utf8Cut returns the largest length at most n at which text can be cut
+// without splitting a character.
+func utf8Cut(text []byte, n int) int {
+	for k := n; k > 0 && k > n-utf8.UTFMax; k-- {
+		if utf8.RuneStart(text[k]) {
+			return k
+		}
+	}
+	return n // not UTF-8 there anyway
 }
 
 // appendUsage maps Chat usage to Responses usage, with both details
@@ -332,7 +382,7 @@ func (t *ResponsesToChat) NewStream(x *transforms.Exchange) transforms.StreamTra
 	if !rec.bridged {
 		return nil
 	}
-	s := &chatToResponses{out: bridgeOut{t: t, rec: rec}, x: x, calls: map[int]*streamCall{}, envelope: jsonspan.AppendStringStr(nil, reasoningEnvelope(t.Profile))}
+	s := &chatToResponses{out: bridgeOut{t: t, rec: rec}, x: x, calls: map[int]*streamCall{}, maxReasoning: t.maxReasoning}
 	if b, ok := bridgeBufPool.Get().(*[]byte); ok {
 		s.buf = (*b)[:0]
 	}
@@ -353,24 +403,27 @@ func (t *ResponsesToChat) NewStream(x *transforms.Exchange) transforms.StreamTra
 // deltas' escaped contents, itself a valid JSON string. Each chunk is
 // walked once, and events are built in one reused buffer.
 type chatToResponses struct {
-	out      bridgeOut
-	x        *transforms.Exchange
-	envelope []byte // the reasoning envelope, as a JSON string
-	started  bool
-	ended    bool
-	created  int64
-	next     int // the next output_index
+	out     bridgeOut
+	x       *transforms.Exchange
+	started bool
+	ended   bool
+	created int64
+	next    int // the next output_index
 
 	// The open reasoning or message item, if any (at most one of them).
 	open     byte // 0, 'r' or 'm'
 	openID   string
 	openIdx  string
-	openText []byte // escaped, without quotes
+	openText rope // escaped, without quotes
+	openCut  bool // reasoning past the cap: no longer kept
+
+	// Reasoning kept so far, and the most that may be: past it reasoning
+	// still streams but is no longer held.
+	reasoningKept, maxReasoning int
 
 	calls     map[int]*streamCall // by Chat tool call index
 	callOrder []int
-	items     [][]byte // finished items, for the final object
-	itemIdx   []int    // their output_index
+	items     []*doneItem // finished items, for the final object
 
 	finish string
 	usage  []byte
@@ -382,6 +435,20 @@ type chatToResponses struct {
 	evt transforms.Event
 	seq int64  // the next event's sequence_number
 	typ string // the type of the event being built
+}
+
+// doneItem is a finished output item, kept for the final object as its
+// parts: its text or arguments are held once, in the rope they grew in,
+// and written out into each event that carries them.
+type doneItem struct {
+	idx    int  // output_index
+	kind   byte // 'r' reasoning, 'm' message, 'c' function call
+	cut    bool // reasoning cut at max_reasoning
+	id     string
+	status string // a message's
+	callID string // a call's, and its name
+	name   string
+	text   rope // escaped, without quotes
 }
 
 // eventNames are the event lines of the types the bridge writes, made once.
@@ -401,7 +468,7 @@ type streamCall struct {
 	idxStr   string // idx, formatted
 	itemID   string
 	id, name string
-	args     []byte // escaped, without quotes
+	args     rope // escaped, without quotes
 	seq      int
 }
 
@@ -418,6 +485,7 @@ func (s *chatToResponses) Release() {
 		bridgeBufPool.Put(&b)
 	}
 	s.buf = nil
+	s.items, s.calls, s.callOrder, s.openText = nil, nil, nil, rope{}
 }
 
 func (s *chatToResponses) begin(typ string) []byte {
@@ -456,7 +524,8 @@ func (s *chatToResponses) start(emit transforms.Emit) error {
 	for _, typ := range []string{"response.created", "response.in_progress"} {
 		b := s.begin(typ)
 		b = append(b, `,"response":`...)
-		b = s.out.response(b, "in_progress", "", s.created, nil, nil, jsonspan.NoSpan())
+		b = s.out.responseHead(b, "in_progress", s.created)
+		b = s.out.responseTail(b, "", nil, nil, jsonspan.NoSpan())
 		if err := s.send(emit, append(b, '}')); err != nil {
 			return err
 		}
@@ -661,7 +730,7 @@ func (s *chatToResponses) choice(emit transforms.Emit, d []byte, c int) (int, er
 	case finish != "":
 		s.finish = finish
 		if status, _ := finishStatus(finish); status == "failed" {
-			return end, s.failWith(emit, "server_error", "the upstream ended the answer with finish_reason "+finish)
+			return end, s.failWith(emit, "server_error", "the upstream ended the answer with finish_reason "+finish, "the upstream's stream failed before the call completed")
 		}
 		return end, s.settle(emit)
 	}
@@ -732,7 +801,7 @@ func (s *chatToResponses) text(emit transforms.Emit, kind byte, esc []byte) erro
 			return err
 		}
 		s.n++
-		s.open, s.openText = kind, s.openText[:0]
+		s.open, s.openText, s.openCut = kind, rope{}, false
 		s.openIdx = strconv.Itoa(s.next)
 		s.next++
 		prefix := "msg_"
@@ -747,8 +816,10 @@ func (s *chatToResponses) text(emit transforms.Emit, kind byte, esc []byte) erro
 		b = append(b, s.openID...)
 		part := `{"type":"output_text","text":"","annotations":[],"logprobs":[]}`
 		if kind == 'r' {
+			// The envelope of a whole item: whether it will be cut is
+			// not known yet, and the done item says.
 			b = append(b, `","type":"reasoning","summary":[],"content":[],"encrypted_content":`...)
-			b = append(b, s.envelope...)
+			b = jsonspan.AppendStringStr(b, s.out.envelope(false))
 			b = append(b, "}}"...)
 			part = `{"type":"reasoning_text","text":""}`
 		} else {
@@ -765,7 +836,7 @@ func (s *chatToResponses) text(emit transforms.Emit, kind byte, esc []byte) erro
 			return err
 		}
 	}
-	s.openText = append(s.openText, esc...)
+	s.keep(kind, esc)
 	typ := "response.output_text.delta"
 	if kind == 'r' {
 		typ = "response.reasoning_text.delta"
@@ -789,66 +860,126 @@ func (s *chatToResponses) itemRef(b []byte, id, idx string) []byte {
 	return append(b, idx...)
 }
 
+// keep holds text of the open item for its done events and the final
+// object: a message's all of it, reasoning up to max_reasoning for the
+// whole answer. Past that the item is cut: the deltas still go out, but
+// nothing more is held.
+func (s *chatToResponses) keep(kind byte, esc []byte) {
+	if kind == 'r' {
+		if s.openCut {
+			return
+		}
+		if s.reasoningKept+len(esc) > s.maxReasoning {
+			// Whole deltas only: a cut inside one could split an escape
+			// or a character.
+			s.openCut = true
+			s.reasoningKept = s.maxReasoning // later reasoning items are cut at once
+			s.x.Decide("reasoning", "truncate", reasoningCutReason(s.maxReasoning))
+			return
+		}
+		s.reasoningKept += len(esc)
+	}
+	s.openText.add(esc)
+}
+
 // closeOpen finishes the open reasoning or message item.
 func (s *chatToResponses) closeOpen(emit transforms.Emit) error {
 	if s.open == 0 {
 		return nil
 	}
-	kind := s.open
-	s.open = 0
-	doneTyp, partTyp := "response.output_text.done", "output_text"
-	if kind == 'r' {
-		doneTyp, partTyp = "response.reasoning_text.done", "reasoning_text"
+	it := &doneItem{kind: s.open, id: s.openID, cut: s.openCut, text: s.openText}
+	it.idx, _ = strconv.Atoi(s.openIdx)
+	s.open, s.openText, s.openCut = 0, rope{}, false
+	doneTyp := "response.output_text.done"
+	if it.kind == 'r' {
+		doneTyp = "response.reasoning_text.done"
+	} else {
+		it.status, _ = finishStatus(s.finish)
+		if it.status != "incomplete" {
+			it.status = "completed"
+		}
 	}
 	b := s.begin(doneTyp)
 	b = s.itemRef(b, s.openID, s.openIdx)
 	b = append(b, `,"content_index":0,"text":"`...)
-	b = append(b, s.openText...)
+	b = it.text.appendTo(grow(b, it.text.n+2))
 	if err := s.send(emit, append(b, `"}`...)); err != nil {
 		return err
 	}
-	part := []byte(`{"type":"` + partTyp + `","text":"`)
-	part = append(part, s.openText...)
-	part = append(part, '"')
-	if kind == 'm' {
-		part = append(part, `,"annotations":[],"logprobs":[]`...)
-	}
-	part = append(part, '}')
 	b = s.begin("response.content_part.done")
 	b = s.itemRef(b, s.openID, s.openIdx)
 	b = append(b, `,"content_index":0,"part":`...)
-	b = append(b, part...)
+	b = s.appendPart(grow(b, it.text.n+64), it)
 	if err := s.send(emit, append(b, '}')); err != nil {
 		return err
 	}
-	item := make([]byte, 0, len(part)+len(s.envelope)+128)
-	item = append(item, `{"id":"`...)
-	item = append(item, s.openID...)
-	if kind == 'r' {
-		item = append(item, `","type":"reasoning","summary":[],"content":[`...)
-		item = append(item, part...)
-		item = append(item, `],"encrypted_content":`...)
-		item = append(item, s.envelope...)
-		item = append(item, '}')
-	} else {
-		status, _ := finishStatus(s.finish)
-		if status != "incomplete" {
-			status = "completed"
-		}
-		item = append(item, `","type":"message","status":"`...)
-		item = append(item, status...)
-		item = append(item, `","role":"assistant","content":[`...)
-		item = append(item, part...)
-		item = append(item, "]}"...)
-	}
-	idx, _ := strconv.Atoi(s.openIdx)
-	s.items, s.itemIdx = append(s.items, item), append(s.itemIdx, idx)
-	b = s.begin("response.output_item.done")
+	s.items = append(s.items, it)
+	return s.itemDone(emit, it)
+}
+
+// itemDone emits a finished item's output_item.done.
+func (s *chatToResponses) itemDone(emit transforms.Emit, it *doneItem) error {
+	b := s.begin("response.output_item.done")
 	b = append(b, `,"output_index":`...)
-	b = append(b, s.openIdx...)
+	b = strconv.AppendInt(b, int64(it.idx), 10)
 	b = append(b, `,"item":`...)
-	b = append(b, item...)
+	b = s.appendItem(grow(b, s.itemSize(it)), it)
 	return s.send(emit, append(b, '}'))
+}
+
+// appendPart writes the content part of a reasoning or message item.
+func (s *chatToResponses) appendPart(dst []byte, it *doneItem) []byte {
+	if it.kind == 'r' {
+		dst = append(dst, `{"type":"reasoning_text","text":"`...)
+		dst = it.text.appendTo(dst)
+		return append(dst, `"}`...)
+	}
+	dst = append(dst, `{"type":"output_text","text":"`...)
+	dst = it.text.appendTo(dst)
+	return append(dst, `","annotations":[],"logprobs":[]}`...)
+}
+
+// appendItem writes a finished item.
+func (s *chatToResponses) appendItem(dst []byte, it *doneItem) []byte {
+	switch it.kind {
+	case 'r':
+		dst = append(dst, `{"id":"`...)
+		dst = append(dst, it.id...)
+		dst = append(dst, `","type":"reasoning","summary":[],"content":[`...)
+		dst = s.appendPart(dst, it)
+		dst = append(dst, `],"encrypted_content":`...)
+		dst = jsonspan.AppendStringStr(dst, s.out.envelope(it.cut))
+		return append(dst, '}')
+	case 'm':
+		dst = append(dst, `{"id":"`...)
+		dst = append(dst, it.id...)
+		dst = append(dst, `","type":"message","status":"`...)
+		dst = append(dst, it.status...)
+		dst = append(dst, `","role":"assistant","content":[`...)
+		dst = s.appendPart(dst, it)
+		return append(dst, "]}"...)
+	}
+	dst = s.out.callHead(dst, it.idx, it.callID, it.name, "completed")
+	dst = append(dst, '"')
+	dst = it.text.appendTo(dst)
+	return append(dst, `"}`...)
+}
+
+// grow makes room for n more bytes in the event buffer b. It gives a
+// large event an eighth more than it needs, so that the events after it
+// that carry the same text (the done events, the item, the final object
+// of a one-item answer) fit without a buffer of their own.
+func grow(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	return slices.Grow(b, n+n/8+4096)
+}
+
+// itemSize is at least the length appendItem writes, for one allocation
+// per event however large the item.
+func (s *chatToResponses) itemSize(it *doneItem) int {
+	return it.text.n + 6*(len(it.callID)+len(it.name)) + len(it.id) + len(s.out.t.envelopeCut) + len(s.out.rec.id) + 256
 }
 
 // callDelta handles one tool_calls fragment, keyed by its index: the call
@@ -923,8 +1054,11 @@ func (s *chatToResponses) callDelta(emit transforms.Emit, d []byte, at int) (int
 	if a := argsSp; a.Start >= 0 && d[a.Start] == '"' {
 		args = d[a.Start+1 : a.End-1]
 	}
+	if lim := s.x.Limits.MaxCallBuffer; lim > 0 && c.args.n+len(args) > lim {
+		return end, s.overLimit(emit, c, lim)
+	}
+	c.args.add(args)
 	if c.idx < 0 {
-		c.args = jsonspan.AppendGrow(c.args, args)
 		if c.name == "" {
 			return end, nil // not announced before the name is known
 		}
@@ -939,13 +1073,19 @@ func (s *chatToResponses) callDelta(emit transforms.Emit, d []byte, at int) (int
 		b = append(b, `,"output_index":`...)
 		b = append(b, c.idxStr...)
 		b = append(b, `,"item":`...)
-		b = s.out.callItemEsc(b, c.idx, s.callIDOf(c), c.name, []byte(`""`), "in_progress")
-		if err := s.send(emit, append(b, '}')); err != nil {
+		b = s.out.callHead(b, c.idx, s.callIDOf(c), c.name, "in_progress")
+		if err := s.send(emit, append(b, `""}}`...)); err != nil {
 			return end, err
 		}
-		args = c.args // what came before the name, and this piece
-	} else {
-		c.args = jsonspan.AppendGrow(c.args, args)
+		if c.args.n == 0 {
+			return end, nil
+		}
+		// What came before the name, and this piece.
+		b = s.begin("response.function_call_arguments.delta")
+		b = s.itemRef(b, c.itemID, c.idxStr)
+		b = append(b, `,"delta":"`...)
+		b = c.args.appendTo(grow(b, c.args.n+2))
+		return end, s.send(emit, append(b, `"}`...))
 	}
 	if len(args) == 0 {
 		return end, nil
@@ -957,6 +1097,22 @@ func (s *chatToResponses) callDelta(emit transforms.Emit, d []byte, at int) (int
 	return end, s.send(emit, append(b, `"}`...))
 }
 
+// overLimit ends the stream when a call's arguments outgrow
+// max_call_buffer: response.failed for the client, with the code every
+// rule's tracker uses, and a StreamAbort for the engine, which stops
+// reading the upstream, counts the error and writes its error event.
+func (s *chatToResponses) overLimit(emit transforms.Emit, c *streamCall, lim int) error {
+	msg := "the arguments of an unnamed tool call exceed the gateway's max_call_buffer of " + strconv.Itoa(lim) + " bytes"
+	if c.name != "" {
+		msg = fmt.Sprintf("the arguments of tool call %q exceed the gateway's max_call_buffer of %d bytes", c.name, lim)
+	}
+	const code = "max_call_buffer_exceeded"
+	if err := s.failWith(emit, code, msg, "call arguments exceed max_call_buffer"); err != nil {
+		return err
+	}
+	return &transforms.StreamAbort{Code: code, Message: msg}
+}
+
 func (s *chatToResponses) callIDOf(c *streamCall) string {
 	if c.id != "" {
 		return c.id
@@ -965,8 +1121,8 @@ func (s *chatToResponses) callIDOf(c *streamCall) string {
 }
 
 // settle runs at finish_reason: the open item closes, and every announced
-// call gets its done events, in output order. The terminal event waits
-// for the end of the stream, which carries the usage.
+// call gets its done events, in the order the calls first came. The
+// terminal event waits for the end of the stream, which carries the usage.
 func (s *chatToResponses) settle(emit transforms.Emit) error {
 	if err := s.flushThink(emit); err != nil {
 		return err
@@ -976,41 +1132,32 @@ func (s *chatToResponses) settle(emit transforms.Emit) error {
 	}
 	if s.finish == "length" || s.finish == "content_filter" || s.finish == "sensitive" {
 		// A call cut short is never delivered.
-		for _, k := range s.callOrder {
-			if c := s.calls[k]; c.idx >= 0 {
-				s.x.Decide(c.name, "drop_partial_call", "finish_reason "+s.finish+" cut the call short")
-			}
-		}
-		s.calls, s.callOrder = map[int]*streamCall{}, nil
+		s.dropCalls("finish_reason " + s.finish + " cut the call short")
 		return nil
 	}
 	for _, k := range s.callOrder {
 		c := s.calls[k]
+		s.x.CallBuffered(c.args.n)
 		if c.idx < 0 {
 			s.x.Decide("tool call", "drop", "a tool call without a name")
 			continue
 		}
-		if len(c.args) == 0 {
-			c.args = append(c.args, "{}"...)
+		if c.args.n == 0 {
+			c.args.add([]byte("{}"))
 		}
-		args := make([]byte, 0, len(c.args)+2)
-		args = append(append(append(args, '"'), c.args...), '"')
+		it := &doneItem{kind: 'c', idx: c.idx, id: c.itemID, callID: s.callIDOf(c), name: c.name, text: c.args}
+		c.args = rope{}
 		b := s.begin("response.function_call_arguments.done")
 		b = s.itemRef(b, c.itemID, c.idxStr)
 		b = append(b, `,"name":`...)
 		b = jsonspan.AppendStringStr(b, c.name)
-		b = append(b, `,"arguments":`...)
-		b = append(b, args...)
-		if err := s.send(emit, append(b, '}')); err != nil {
+		b = append(b, `,"arguments":"`...)
+		b = it.text.appendTo(grow(b, it.text.n+2))
+		if err := s.send(emit, append(b, `"}`...)); err != nil {
 			return err
 		}
-		item := s.out.callItemEsc(nil, c.idx, s.callIDOf(c), c.name, args, "completed")
-		s.items, s.itemIdx = append(s.items, item), append(s.itemIdx, c.idx)
-		b = s.begin("response.output_item.done")
-		b = append(b, `,"output_index":`...)
-		b = append(b, c.idxStr...)
-		b = append(b, `,"item":`...)
-		if err := s.send(emit, append(append(b, item...), '}')); err != nil {
+		s.items = append(s.items, it)
+		if err := s.itemDone(emit, it); err != nil {
 			return err
 		}
 	}
@@ -1018,18 +1165,64 @@ func (s *chatToResponses) settle(emit transforms.Emit) error {
 	return nil
 }
 
-// ordered returns the finished items in output_index order.
-func (s *chatToResponses) ordered() [][]byte {
-	out := make([][]byte, len(s.items))
-	copy(out, s.items)
-	idx := append([]int(nil), s.itemIdx...)
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && idx[j] < idx[j-1]; j-- {
-			idx[j], idx[j-1] = idx[j-1], idx[j]
-			out[j], out[j-1] = out[j-1], out[j]
+// dropCalls drops the calls not yet settled.
+func (s *chatToResponses) dropCalls(reason string) {
+	for _, k := range s.callOrder {
+		c := s.calls[k]
+		s.x.CallBuffered(c.args.n)
+		if c.idx >= 0 {
+			s.x.Decide(c.name, "drop_partial_call", reason)
+		}
+	}
+	s.calls, s.callOrder = map[int]*streamCall{}, nil
+}
+
+// ordered returns the finished items in output_index order. Each index
+// belongs to one item, so the items are placed rather than sorted.
+func (s *chatToResponses) ordered() []*doneItem {
+	inOrder := true
+	for i := 1; i < len(s.items) && inOrder; i++ {
+		inOrder = s.items[i-1].idx < s.items[i].idx
+	}
+	if inOrder {
+		return s.items
+	}
+	at := make([]*doneItem, s.next)
+	for _, it := range s.items {
+		at[it.idx] = it
+	}
+	out := s.items[:0]
+	for _, it := range at {
+		if it != nil {
+			out = append(out, it)
 		}
 	}
 	return out
+}
+
+// appendResponse writes the final Responses object, every finished item
+// in it. The items are not needed after: each lets go of its text once
+// written, so the object does not sit next to a second copy of them.
+func (s *chatToResponses) appendResponse(dst []byte, status, reason string, errObj []byte) []byte {
+	items := s.ordered()
+	need := 1024 + len(s.usage) + len(errObj)
+	for _, it := range items {
+		need += s.itemSize(it) + 1
+	}
+	dst = s.out.responseHead(grow(dst, need), status, s.created)
+	for i, it := range items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = s.appendItem(dst, it)
+		it.text = rope{}
+	}
+	s.items = nil
+	u := jsonspan.NoSpan()
+	if len(s.usage) > 0 {
+		u = jsonspan.Span{Start: 0, End: len(s.usage)}
+	}
+	return s.out.responseTail(dst, reason, errObj, s.usage, u)
 }
 
 // terminal emits the one terminal event: completed, incomplete, or failed
@@ -1042,7 +1235,7 @@ func (s *chatToResponses) terminal(emit transforms.Emit) error {
 		return err
 	}
 	if s.finish == "" {
-		return s.failWith(emit, "server_error", "the upstream's stream ended without a finish_reason")
+		return s.failWith(emit, "server_error", "the upstream's stream ended without a finish_reason", "the upstream's stream failed before the call completed")
 	}
 	// Anything a chunk after finish_reason opened is settled too.
 	if err := s.settle(emit); err != nil {
@@ -1054,13 +1247,9 @@ func (s *chatToResponses) terminal(emit transforms.Emit) error {
 	if status == "incomplete" {
 		typ = "response.incomplete"
 	}
-	u := jsonspan.NoSpan()
-	if len(s.usage) > 0 {
-		u = jsonspan.Span{Start: 0, End: len(s.usage)}
-	}
 	b := s.begin(typ)
 	b = append(b, `,"response":`...)
-	b = s.out.response(b, status, reason, s.created, s.ordered(), s.usage, u)
+	b = s.appendResponse(b, status, reason, nil)
 	return s.send(emit, append(b, '}'))
 }
 
@@ -1074,47 +1263,33 @@ func (s *chatToResponses) fail(emit transforms.Emit, d []byte, e jsonspan.Span) 
 	if contextTooLong(msg) {
 		code = "context_length_exceeded"
 	}
-	return s.failWith(emit, code, msg)
+	return s.failWith(emit, code, msg, "the upstream's stream failed before the call completed")
 }
 
-func (s *chatToResponses) failWith(emit transforms.Emit, code, msg string) error {
+// failWith ends the stream with response.failed: text already streamed is
+// real and stays; calls not yet settled are dropped for dropReason.
+func (s *chatToResponses) failWith(emit transforms.Emit, code, msg, dropReason string) error {
 	if err := s.start(emit); err != nil {
 		return err
 	}
-	// Text already streamed is real; calls not yet settled are dropped.
 	if err := s.flushThink(emit); err != nil {
 		return err
 	}
 	if err := s.closeOpen(emit); err != nil {
 		return err
 	}
-	for _, k := range s.callOrder {
-		if c := s.calls[k]; c.idx >= 0 {
-			s.x.Decide(c.name, "drop_partial_call", "the upstream's stream failed before the call completed")
-		}
-	}
-	s.calls, s.callOrder = map[int]*streamCall{}, nil
+	s.dropCalls(dropReason)
 	s.ended = true
 	s.x.FailStream(code)
-	r := s.out.response(nil, "failed", "", s.created, s.ordered(), nil, jsonspan.NoSpan())
-	// The error goes where the object says null.
-	e := []byte(`"error":{"code":`)
-	e = jsonspan.AppendStringStr(e, code)
-	e = append(e, `,"message":`...)
-	e = jsonspan.AppendStringStr(e, msg)
-	e = append(e, '}')
-	r = bytes.Replace(r, []byte(`"error":null`), e, 1)
 	b := s.begin("response.failed")
 	b = append(b, `,"response":`...)
-	b = append(b, r...)
+	b = s.appendResponse(b, "failed", "", errorObject(code, msg))
 	return s.send(emit, append(b, '}'))
 }
 
 // End implements StreamTransform: a stream that ends without [DONE] still
 // gets its terminal event.
 func (s *chatToResponses) End(emit transforms.Emit) error { return s.terminal(emit) }
-
-// unsafeString views b as a string for a comparison that does not keep it.
 
 // contextTooLong recognises the providers' words for a prompt over the
 // model's context: OpenAI and DeepSeek ("maximum context length"), Kimi

@@ -133,7 +133,7 @@ func rcChat(extra string, msgs ...string) string {
 
 func TestResponsesToChatEnvelope(t *testing.T) {
 	for p, want := range map[string]string{"deepseek": envDeepSeek, "kimi": envKimi, "glm": envGLM, "openai_chat": envOpenAIChat, "minimax": envMiniMax} {
-		if got := reasoningEnvelope(p); got != want {
+		if got := reasoningEnvelope(p, false); got != want {
 			t.Errorf("envelope of %s = %q, want %q", p, got, want)
 		}
 	}

@@ -116,18 +116,36 @@ func (s *chatToResponses) flushThink(emit transforms.Emit) error {
 
 // indexOnBoundary finds tag in the escaped text b where it starts a
 // character, not inside an escape ("\\u003c" is a backslash and "u003c").
+// The walk over the escapes only moves forward, from one match to the
+// next, so a text full of false matches costs one pass.
 func indexOnBoundary(b []byte, tag string) int {
+	at := 0 // the start of a character
 	for from := 0; ; {
 		i := bytes.Index(b[from:], []byte(tag))
 		if i < 0 {
 			return -1
 		}
 		i += from
-		if escapeSafeCut(b, i) == i {
+		for at < i {
+			at += escapeLen(b, at)
+		}
+		if at == i {
 			return i
 		}
 		from = i + 1
 	}
+}
+
+// escapeLen is the length of the character at i of the escaped text b:
+// 6 for a \u escape, 2 for another, 1 for a plain byte.
+func escapeLen(b []byte, i int) int {
+	switch {
+	case b[i] != '\\':
+		return 1
+	case i+1 < len(b) && b[i+1] == 'u':
+		return 6
+	}
+	return 2
 }
 
 // tagAt reports how much of one of the tags the text begins with: the
@@ -164,17 +182,8 @@ func trimEscapedSpace(b []byte) []byte {
 // escape sequence of the escaped JSON string text b.
 func escapeSafeCut(b []byte, n int) int {
 	safe := 0
-	for i := 0; i < len(b) && i <= n; {
+	for i := 0; i < len(b) && i <= n; i += escapeLen(b, i) {
 		safe = i
-		if b[i] != '\\' {
-			i++
-			continue
-		}
-		size := 2
-		if i+1 < len(b) && b[i+1] == 'u' {
-			size = 6
-		}
-		i += size
 	}
 	if len(b) <= n {
 		return len(b)
