@@ -101,6 +101,7 @@ func (rw *responseWriter) pickMode(status int) writerMode {
 		mode = modeBuffer
 	case mt == "text/event-stream":
 		if rw.stream = rw.x.NewStream(); rw.stream != nil {
+			rw.stream.SpillTo(spillWriter{rw})
 			mode = modeStream
 		}
 	case json:
@@ -175,6 +176,15 @@ func (rw *responseWriter) writeStream(p []byte) (int, error) {
 		return len(p), errStreamAborted
 	}
 	return len(p), nil
+}
+
+// spillWriter takes a stream's output in the middle of a large upstream
+// read (transforms.Stream.SpillTo).
+type spillWriter struct{ rw *responseWriter }
+
+func (w spillWriter) Write(p []byte) (int, error) {
+	w.rw.unflushed = true
+	return w.rw.ResponseWriter.Write(p)
 }
 
 // streamWriter is where a stream's decoder writes.

@@ -3,6 +3,7 @@ package transforms
 import (
 	"bytes"
 	"errors"
+	"io"
 	"strconv"
 	"sync"
 
@@ -65,7 +66,15 @@ type Stream struct {
 	// after it with the same head, most often a long answer's text deltas,
 	// are written from their bytes (claim).
 	passHead []byte
+
+	// sink, when set, takes the output whenever it passes spillAt bytes
+	// while an upstream read is handled (SpillTo).
+	sink io.Writer
 }
+
+// spillAt is how much output a stream with a sink holds before handing it
+// on: enough that ordinary reads are written in one piece.
+const spillAt = 64 << 10
 
 // runTaker is implemented by stream stages that place the argument deltas
 // of a call they restore by bytes the call's deltas share: a delta of the
@@ -137,14 +146,55 @@ func (x *Exchange) NewStream() *Stream {
 // the first Write.
 func (s *Stream) DisableClaims() { s.parser.Claim = nil }
 
+// SpillTo makes the stream write its output to w whenever it passes 64
+// KiB while one upstream read is handled, instead of holding every event
+// of that read until Output: an upstream that sends a long answer in one
+// write (a large call's done events and the final object together) then
+// costs the gateway about one event's bytes, not the read's. Output
+// returns what is left. A failed write to w ends the stream as an abort
+// does. Call it before the first Write.
+func (s *Stream) SpillTo(w io.Writer) {
+	s.sink = w
+	if s.parser.Claim != nil {
+		s.parser.Claim = s.claimSpilling
+	}
+}
+
 // Write consumes upstream bytes. Its error is only ever a StreamAbort that
 // has already been rendered into Output; the caller should stop copying.
 func (s *Stream) Write(p []byte) error {
 	if s.stopped {
 		return nil
 	}
-	err := s.parser.Feed(p, s.handle)
-	return s.fail(err)
+	if s.sink != nil {
+		return s.fail(s.parser.Feed(p, s.handleSpilling))
+	}
+	return s.fail(s.parser.Feed(p, s.handle))
+}
+
+func (s *Stream) handleSpilling(ev *Event) error {
+	if err := s.handle(ev); err != nil {
+		return err
+	}
+	return s.spill()
+}
+
+func (s *Stream) claimSpilling(b []byte, i int) (int, error) {
+	end, err := s.claim(b, i)
+	if err == nil && end >= 0 {
+		err = s.spill()
+	}
+	return end, err
+}
+
+// spill hands the output to the sink once it has grown past spillAt.
+func (s *Stream) spill() error {
+	if s.sink == nil || len(s.out) < spillAt {
+		return nil
+	}
+	_, err := s.sink.Write(s.out)
+	s.out = s.out[:0]
+	return err
 }
 
 // Close runs the rules' end-of-stream work and releases any trailing bytes
@@ -162,6 +212,9 @@ func (s *Stream) Close() error {
 	}
 	for i, st := range s.stages {
 		if err := st.End(s.emits[i]); err != nil {
+			return s.fail(err)
+		}
+		if err := s.spill(); err != nil {
 			return s.fail(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package transforms_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand"
@@ -461,5 +462,55 @@ func TestStreamConcurrentRunsMatchSoloRuns(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Error(e)
+	}
+}
+
+// sizes records the length of each write.
+type sizes struct {
+	buf    bytes.Buffer
+	writes []int
+}
+
+func (w *sizes) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, len(p))
+	return w.buf.Write(p)
+}
+
+// A stream with a sink hands its output on as it passes 64 KiB within one
+// upstream read, so a long answer read at once is never held whole; what
+// the client gets, sink and Output together, is the same bytes.
+func TestSpillToHandsOnOutputWithinARead(t *testing.T) {
+	args := `{"input":"` + strings.Repeat(`*** line \"quoted\"\n`, 20000) + `"}`
+	var evs []string
+	evs = append(evs, transformtest.FunctionCallStream(0, 0, "fc_1", "c1", "apply_patch", args, 64, true)...)
+	upstream := transformtest.SSE(evs...)
+	want := transformtest.Replay(t, transformtest.ExchangeAfter(t, wildcard, patchRequest), upstream, len(upstream))
+	if len(want) < 4*(64<<10) {
+		t.Fatalf("the stream is too short to spill: %d bytes", len(want))
+	}
+	s := transformtest.ExchangeAfter(t, wildcard, patchRequest).NewStream()
+	var sink sizes
+	s.SpillTo(&sink)
+	if err := s.Write([]byte(upstream)); err != nil {
+		t.Fatal(err)
+	}
+	sink.buf.Write(s.Output())
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sink.buf.Write(s.Output())
+	if got := sink.buf.String(); got != want {
+		t.Fatalf("spilled output differs: %d bytes, want %d", len(got), len(want))
+	}
+	if len(sink.writes) < 3 {
+		t.Fatalf("%d writes to the sink for %d bytes", len(sink.writes), len(want))
+	}
+	// Each hand-off is 64 KiB plus at most the event that crossed it: the
+	// largest event here is the finished item with the whole patch.
+	largest := len(args) * 2
+	for i, n := range sink.writes {
+		if n > 64<<10+largest {
+			t.Fatalf("write %d is %d bytes", i, n)
+		}
 	}
 }
