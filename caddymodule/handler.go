@@ -52,8 +52,8 @@ type Handler struct {
 	// 0, the same as absent, means the default: 32 MiB.
 	MaxBodySize int64 `json:"max_body_size,omitempty"`
 
-	// The most argument bytes held for one converted tool call
-	// in a stream. A call that grows past it ends the stream with an error
+	// The most argument bytes held for one tool call in a stream, converted
+	// by a rule or built by a bridge. A call that grows past it ends the stream with an error
 	// event whose code is max_call_buffer_exceeded. Must be positive; 0,
 	// the same as absent, means the default: 8 MiB.
 	MaxCallBuffer int64 `json:"max_call_buffer,omitempty"`
