@@ -54,6 +54,8 @@ type schemaWriter struct {
 	outStart int                              // where this schema's output begins in the arena
 	resolved map[string]jsonspan.Span         // pointers already resolved
 	indexed  map[int]map[string]jsonspan.Span // objects a pointer crossed, by start
+	elements map[int][]jsonspan.Span          // arrays a pointer crossed, by start
+	inlined  int                              // the bytes of every target inlined, charged like output
 	node     *transforms.ToolNode             // the function whose parameters these are, for messages
 	refs     []string                         // the $refs being inlined, innermost last
 	depth    int                              // nesting of schema objects
@@ -103,8 +105,9 @@ func (s *schemaWriter) reset(doc []byte, r *schemaRules, root jsonspan.Span, nod
 	s.outStart = -1
 	clear(s.resolved)
 	clear(s.indexed)
+	clear(s.elements)
 	s.refs, s.stack = s.refs[:0], s.stack[:0]
-	s.depth, s.changed, s.err, s.openMap = 0, false, nil, false
+	s.depth, s.changed, s.err, s.openMap, s.inlined = 0, false, nil, false, 0
 	if s.did != nil {
 		clear(s.did)
 	}
@@ -157,10 +160,7 @@ func (s *schemaWriter) schema(out []byte, v jsonspan.Span, nullable bool) []byte
 	if s.outStart < 0 {
 		s.outStart = len(out)
 	}
-	if len(out)-s.outStart > s.maxOut {
-		// What was written so far counts once, however deep: only
-		// inlining can make a schema outgrow its input this much.
-		s.err = schemaError("schema_too_large", s.loc(), "the schema of %s grows too large when its references are inlined", s.loc())
+	if s.overBudget(out) {
 		return out
 	}
 	// A schema nothing changed keeps its bytes, whitespace and all, even
@@ -173,6 +173,23 @@ func (s *schemaWriter) schema(out []byte, v jsonspan.Span, nullable bool) []byte
 	}
 	s.changed = s.changed || before
 	return out
+}
+
+// overBudget reports, and makes the error, when the schema has outgrown
+// its budget. What was written so far counts once, however deep: only
+// inlining can make a schema outgrow its input this much (or a key
+// repeated n times, each repeat writing n names). Every inlined target
+// counts its size too: inlining reads it all even where the dialect drops
+// most of it, and n references to one target must not read it n times
+// for free.
+func (s *schemaWriter) overBudget(out []byte) bool {
+	if len(out)-s.outStart <= s.maxOut && s.inlined <= s.maxOut {
+		return false
+	}
+	if s.err == nil {
+		s.err = schemaError("schema_too_large", s.loc(), "the schema of %s grows too large when its references are inlined", s.loc())
+	}
+	return true
 }
 
 func (s *schemaWriter) rewrite(out []byte, v jsonspan.Span, nullable bool) []byte {
@@ -245,6 +262,9 @@ func (s *schemaWriter) rewrite(out []byte, v jsonspan.Span, nullable bool) []byt
 		s.refs = append(s.refs, ref)
 		pushed++
 		s.note("inline_refs")
+		if s.inlined += target.End - target.Start; s.overBudget(out) {
+			return out
+		}
 		// The members beside $ref win over the target's.
 		// References are rare: their merges get their own slice.
 		merged := make([]member, 0, len(ms)+8)
@@ -258,9 +278,25 @@ func (s *schemaWriter) rewrite(out []byte, v jsonspan.Span, nullable bool) []byt
 			}
 			break // a boolean target beside other keywords: keep those
 		}
-		for _, tm := range s.members(target) {
-			if find(merged, tm.key) < 0 {
-				merged = append(merged, tm)
+		tms := s.members(target)
+		if len(merged)+len(tms) <= smallNames {
+			for _, tm := range tms {
+				if find(merged, tm.key) < 0 {
+					merged = append(merged, tm)
+				}
+			}
+		} else {
+			// Keys taken, by the siblings or an earlier repeat of the
+			// target's: n keys each looked up in n would be n×n.
+			taken := make(map[string]struct{}, len(merged)+len(tms))
+			for _, m := range merged {
+				taken[m.key] = struct{}{}
+			}
+			for _, tm := range tms {
+				if _, ok := taken[tm.key]; !ok {
+					taken[tm.key] = struct{}{}
+					merged = append(merged, tm)
+				}
 			}
 		}
 		ms = merged
@@ -314,6 +350,27 @@ func (s *schemaWriter) member(v jsonspan.Span, key string) jsonspan.Span {
 	return jsonspan.NoSpan()
 }
 
+// element is the nth element of the array at v, or none. Arrays are
+// indexed on first use, like objects: references to each of n elements
+// cost the array once, not a scan to each.
+func (s *schemaWriter) element(v jsonspan.Span, n int) jsonspan.Span {
+	els, ok := s.elements[v.Start]
+	if !ok {
+		jsonspan.EachElement(s.doc, v.Start, func(el jsonspan.Span) bool {
+			els = append(els, el)
+			return true
+		})
+		if s.elements == nil {
+			s.elements = map[int][]jsonspan.Span{}
+		}
+		s.elements[v.Start] = els
+	}
+	if n >= len(els) {
+		return jsonspan.NoSpan()
+	}
+	return els[n]
+}
+
 // walkPointer walks a local reference from the root schema.
 func (s *schemaWriter) walkPointer(ref string) (jsonspan.Span, bool) {
 	doc := s.doc
@@ -340,16 +397,7 @@ func (s *schemaWriter) walkPointer(ref string) (jsonspan.Span, bool) {
 			if err != nil || n < 0 {
 				return jsonspan.NoSpan(), false
 			}
-			next, i := jsonspan.NoSpan(), 0
-			jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
-				if i == n {
-					next = el
-					return false
-				}
-				i++
-				return true
-			})
-			v = next
+			v = s.element(v, n)
 		default:
 			return jsonspan.NoSpan(), false
 		}
@@ -360,13 +408,59 @@ func (s *schemaWriter) walkPointer(ref string) (jsonspan.Span, bool) {
 	return v, doc[v.Start] == '{' || doc[v.Start] == 't' || doc[v.Start] == 'f'
 }
 
+// schemaObj is a schema object being written: its members, and where the
+// keywords the rules ask about first stand (-1: absent), found in one
+// pass. A key may be repeated n times, and each repeat must not scan the
+// n members again.
+type schemaObj struct {
+	ms                                                            []member
+	typ, properties, required, anyOf, allOf, enum, cnst, nul, ref int
+	// typeNull: 0 not worked out yet, 1 the type is no list with null,
+	// 2 it is one.
+	typeNull int8
+	// branches holds the members typeBranch writes, by branchGroup,
+	// once the object needs them.
+	branches *[4][]member
+}
+
+func newSchemaObj(ms []member) schemaObj {
+	o := schemaObj{ms: ms, typ: -1, properties: -1, required: -1, anyOf: -1, allOf: -1, enum: -1, cnst: -1, nul: -1, ref: -1}
+	for i := len(ms) - 1; i >= 0; i-- { // backwards: the first of repeats wins
+		switch ms[i].key {
+		case "type":
+			o.typ = i
+		case "properties":
+			o.properties = i
+		case "required":
+			o.required = i
+		case "anyOf":
+			o.anyOf = i
+		case "allOf":
+			o.allOf = i
+		case "enum":
+			o.enum = i
+		case "const":
+			o.cnst = i
+		case "nullable":
+			o.nul = i
+		case "$ref":
+			o.ref = i
+		}
+	}
+	return o
+}
+
+// value is the value of the member at i (a keyword's index).
+func (o *schemaObj) value(i int) jsonspan.Span { return o.ms[i].m.Value }
+
 // object writes one schema object from its members.
 func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	doc, r := s.doc, s.r
 	root := s.depth == 1
-	typ := s.typeOf(ms)
-	untyped := find(ms, "type") < 0 || isString(doc, ms[find(ms, "type")].m.Value, "")
-	isObject := typ == "object" || (untyped && find(ms, "properties") >= 0) || s.listHas(ms, "object")
+	o := newSchemaObj(ms)
+	typ := s.typeOf(&o)
+	untyped := o.typ < 0 || isString(doc, o.value(o.typ), "")
+	isObject := typ == "object" || (untyped && o.properties >= 0) || s.listHas(&o, "object")
 	// Properties first: required is filtered against them, wherever it
 	// stands.
 	// nullable is written once per object, whichever rule comes first.
@@ -376,16 +470,16 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	// Both name lists live on the writer's name stack, like the members.
 	base := len(s.names)
 	defer func() { s.names = s.names[:base] }()
-	if i := find(ms, "properties"); i >= 0 && doc[ms[i].m.Value.Start] == '{' {
-		jsonspan.EachMember(doc, ms[i].m.Value.Start, func(m jsonspan.Member) bool {
+	if i := o.properties; i >= 0 && doc[o.value(i).Start] == '{' {
+		jsonspan.EachMember(doc, o.value(i).Start, func(m jsonspan.Member) bool {
 			s.names = append(s.names, jsonspan.KeyName(doc, m.Key))
 			return true
 		})
 	}
 	props := s.names[base:len(s.names):len(s.names)]
 	mid := len(s.names)
-	if i := find(ms, "required"); i >= 0 {
-		if rv := ms[i].m.Value; doc[rv.Start] == '[' {
+	if i := o.required; i >= 0 {
+		if rv := o.value(i); doc[rv.Start] == '[' {
 			jsonspan.EachElement(doc, rv.Start, func(el jsonspan.Span) bool {
 				if name, ok := docString(doc, el); ok {
 					s.names = append(s.names, name)
@@ -398,12 +492,28 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	// ("required": true); every upstream reads the parent's list, so the
 	// mark moves there (the child's boolean goes as an odd required).
 	hoisted := 0
-	if i := find(ms, "properties"); i >= 0 && doc[ms[i].m.Value.Start] == '{' && bytes.Contains(doc[ms[i].m.Value.Start:ms[i].m.Value.End], []byte(`"required"`)) {
-		jsonspan.EachMember(doc, ms[i].m.Value.Start, func(m jsonspan.Member) bool {
+	if i := o.properties; i >= 0 && doc[o.value(i).Start] == '{' && bytes.Contains(doc[o.value(i).Start:o.value(i).End], []byte(`"required"`)) {
+		// The names required so far, once there are too many to scan for
+		// each property.
+		var listed map[string]struct{}
+		jsonspan.EachMember(doc, o.value(i).Start, func(m jsonspan.Member) bool {
 			if doc[m.Value.Start] == '{' {
 				if rv := jsonspan.Lookup(doc, m.Value.Start, "required"); rv.Start >= 0 && string(doc[rv.Start:rv.End]) == "true" {
 					name := jsonspan.KeyName(doc, m.Key)
-					if !slices.Contains(s.names[mid:], name) {
+					if listed == nil && len(s.names)-mid > smallNames {
+						listed = make(map[string]struct{}, 2*(len(s.names)-mid))
+						for _, n := range s.names[mid:] {
+							listed[n] = struct{}{}
+						}
+					}
+					dup := false
+					if listed != nil {
+						_, dup = listed[name]
+						listed[name] = struct{}{}
+					} else {
+						dup = slices.Contains(s.names[mid:], name)
+					}
+					if !dup {
 						s.names = append(s.names, name)
 						hoisted++
 					}
@@ -415,28 +525,30 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	required := s.names[mid:len(s.names):len(s.names)]
 	propSet, reqSet := newNameSet(props), newNameSet(required)
 	closing := r.closeObjects && isObject
-	anyOf := r.anyOfAlone && find(ms, "anyOf") >= 0
+	anyOf := r.anyOfAlone && o.anyOf >= 0
 	// A type list written as anyOf takes no siblings either; the type
 	// member is what becomes the anyOf.
 	typeAnyOf := false
-	if i := find(ms, "type"); r.anyOfAlone && !anyOf && i >= 0 && s.typeUnion(ms[i].m.Value, nullable, ms) {
+	if i := o.typ; r.anyOfAlone && !anyOf && i >= 0 && s.typeUnion(o.value(i), nullable, &o) {
 		anyOf, typeAnyOf = true, true
 	}
 	var told []string // constraints taken out, for the description
 	// inUnion: the keyword went into a branch of the union the type list
-	// became, so it is not lost and need not be told.
-	var unionTypes []string
+	// became, so it is not lost and need not be told. The branches are
+	// known by their groups, so a list of n types is read once, not once
+	// per keyword.
+	var unionGroups [4]bool
 	if typeAnyOf && r.typeArrays == "nullable" {
-		types, _, _, _ := s.typeList(ms[find(ms, "type")].m.Value, nullable, ms)
-		unionTypes = slices.Clone(types)
-	}
-	inUnion := func(k string) bool {
-		for _, t := range unionTypes {
-			if branchOf(k, t) && !(k == "format" && r.formats != nil) {
-				return true
+		types, _, _, _ := s.typeList(o.value(o.typ), nullable, &o)
+		for _, t := range types {
+			if g := branchGroup(t); g >= 0 {
+				unionGroups[g] = true
 			}
 		}
-		return false
+	}
+	inUnion := func(k string) bool {
+		kt, ok := typeKeywords[k]
+		return ok && unionGroups[branchGroup(kt)] && !(k == "format" && r.formats != nil)
 	}
 	drop := func(m member) bool {
 		k := m.key
@@ -471,7 +583,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	// anyOf to take it in) is written inside its wrap from the start:
 	// building it first and wrapping a copy after would cost its size
 	// again at every level of a deep schema.
-	wrapped := nullable && find(ms, "type") < 0 && find(ms, "enum") < 0 && find(ms, "anyOf") < 0
+	wrapped := nullable && o.typ < 0 && o.enum < 0 && o.anyOf < 0
 	if wrapped {
 		s.note("nullable")
 		out = append(out, `{"anyOf":[`...)
@@ -481,8 +593,8 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	// A type list that becomes a union beside the schema's own anyOf:
 	// both go into one allOf (with the schema's own allOf members, if
 	// any), written where the type stands.
-	rootTypeList := root && r.rootObject && typ == "object" && find(ms, "type") >= 0 && doc[ms[find(ms, "type")].m.Value.Start] == '['
-	willMerge := !r.anyOfAlone && !rootTypeList && find(ms, "anyOf") >= 0 && find(ms, "type") >= 0 && s.typeUnion(ms[find(ms, "type")].m.Value, nullable, ms)
+	rootTypeList := root && r.rootObject && typ == "object" && o.typ >= 0 && doc[o.value(o.typ).Start] == '['
+	willMerge := !r.anyOfAlone && !rootTypeList && o.anyOf >= 0 && o.typ >= 0 && s.typeUnion(o.value(o.typ), nullable, &o)
 	nullDone := !nullable
 	writeDesc := func(v jsonspan.Span) {
 		wroteDesc = true
@@ -512,7 +624,12 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	for i, m := range ms {
 		dropped[i] = drop(m)
 	}
+	var req requiredOut
 	for i, m := range ms {
+		if s.overBudget(ow.B) {
+			// A key repeated n times can write n times n bytes.
+			break
+		}
 		if dropped[i] {
 			continue
 		}
@@ -572,14 +689,14 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 			}
 		case "required":
 			wroteRequired = true
-			if !isObject && find(ms, "properties") < 0 && !(root && r.rootObject) && doc[v.Start] == '[' {
+			if !isObject && o.properties < 0 && !(root && r.rootObject) && doc[v.Start] == '[' {
 				// A branch that names properties of the schema around it
 				// ("anyOf":[{"required":["a"]},…]): nothing here to filter
 				// them against.
 				ow.Raw(doc, m.m)
 				continue
 			}
-			ow.B = s.required(&ow, m.m, props, propSet, required, closing && r.requireAll, hoisted > 0)
+			ow.B = s.required(&ow, m.m, &req, props, propSet, required, reqSet, closing && r.requireAll, hoisted > 0)
 		case "type":
 			if isString(doc, v, "") {
 				// An empty type names none: the schema is untyped.
@@ -599,15 +716,15 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 				ow.Key("allOf")
 				ow.B = append(ow.B, '[')
 				sub := jsonspan.NewObj(ow.B)
-				sub.B, _ = s.typeMember(&sub, v, nullable, ms)
+				sub.B, _ = s.typeMember(&sub, v, nullable, &o)
 				ow.B = append(sub.Close(), ',')
 				own := jsonspan.NewObj(ow.B)
 				own.Key("anyOf")
 				// Both unions must take null for a nullable schema.
-				own.B = s.schemaList(own.B, ms[find(ms, "anyOf")].m.Value, nullable)
+				own.B = s.schemaList(own.B, o.value(o.anyOf), nullable)
 				ow.B = own.Close()
-				if ai := find(ms, "allOf"); ai >= 0 && doc[ms[ai].m.Value.Start] == '[' {
-					jsonspan.EachElement(doc, ms[ai].m.Value.Start, func(el jsonspan.Span) bool {
+				if ai := o.allOf; ai >= 0 && doc[o.value(ai).Start] == '[' {
+					jsonspan.EachElement(doc, o.value(ai).Start, func(el jsonspan.Span) bool {
 						ow.B = s.schema(append(ow.B, ','), el, false)
 						return true
 					})
@@ -617,10 +734,10 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 				continue
 			}
 			var done bool
-			ow.B, done = s.typeMember(&ow, v, nullable, ms)
+			ow.B, done = s.typeMember(&ow, v, nullable, &o)
 			nullDone = nullDone || done
 		case "enum":
-			if r.constEnum && find(ms, "const") >= 0 {
+			if r.constEnum && o.cnst >= 0 {
 				// The const is the one value left of the enum, and becomes
 				// it.
 				s.note("const_to_enum")
@@ -630,7 +747,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 			var done bool
 			ow.B, done = s.enum(ow.B, v, nullable)
 			nullDone = nullDone || done
-			if r.enumString && r.typeArrays == "nullable" && enumHasNull(doc, v) && find(ms, "nullable") < 0 && !typeListHasNull(doc, ms) && !s.nullableOut {
+			if r.enumString && r.typeArrays == "nullable" && enumHasNull(doc, v) && o.nul < 0 && !typeListHasNull(doc, &o) && !s.nullableOut {
 				s.nullableOut = true
 				// The null left the enum for nullable, which says it.
 				s.note("enum_to_string")
@@ -641,7 +758,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 			if r.constEnum && jsonspan.IsNull(doc, v) {
 				// null is no string: the schema allows null instead.
 				s.note("const_to_enum")
-				if r.typeArrays == "nullable" && find(ms, "nullable") < 0 && !s.nullableOut {
+				if r.typeArrays == "nullable" && o.nul < 0 && !s.nullableOut {
 					s.nullableOut = true
 					ow.Key("nullable")
 					ow.B = append(ow.B, "true"...)
@@ -661,7 +778,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 			ow.Raw(doc, m.m)
 		}
 	}
-	if r.enumString && !anyOf && untyped && (find(ms, "enum") >= 0 || (r.constEnum && find(ms, "const") >= 0)) {
+	if r.enumString && !anyOf && untyped && (o.enum >= 0 || (r.constEnum && o.cnst >= 0)) {
 		// The values are strings now; a dialect that wants string enums
 		// wants the type said.
 		s.note("enum_to_string")
@@ -671,7 +788,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	if len(told) > 0 && !wroteDesc {
 		writeDesc(jsonspan.NoSpan())
 	}
-	if root && r.rootObject && untyped && find(ms, "$ref") >= 0 && !objectRoot(doc, s.root) && s.err == nil {
+	if root && r.rootObject && untyped && o.ref >= 0 && !objectRoot(doc, s.root) && s.err == nil {
 		s.err = schemaError("schema_root_not_object", s.loc(),
 			"the schema of %s refers at its root to a schema that is not an object; the upstream takes only an object schema there", s.loc())
 	}
@@ -685,8 +802,8 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		// Arguments are an object: a root of another type is no schema
 		// the upstream can take, and none we could make of it.
 		what := "a union"
-		if i := find(ms, "type"); i >= 0 {
-			what = "type " + string(doc[ms[i].m.Value.Start:ms[i].m.Value.End])
+		if i := o.typ; i >= 0 {
+			what = "type " + string(doc[o.value(i).Start:o.value(i).End])
 		}
 		s.err = schemaError("schema_root_not_object", s.loc(),
 			"the schema of %s has %s at its root; the upstream takes only an object schema there", s.loc(), what)
@@ -759,12 +876,11 @@ func smallInt(doc []byte, v jsonspan.Span, max int) bool {
 // typeOf is a schema's single type: its type, or the one type of a list
 // besides null (["object","null"] is an object schema too); "" when
 // there is none or several.
-func (s *schemaWriter) typeOf(ms []member) string {
-	i := find(ms, "type")
-	if i < 0 {
+func (s *schemaWriter) typeOf(o *schemaObj) string {
+	if o.typ < 0 {
 		return ""
 	}
-	doc, v := s.doc, ms[i].m.Value
+	doc, v := s.doc, o.value(o.typ)
 	if t, ok := docString(doc, v); ok {
 		return t
 	}
@@ -792,8 +908,8 @@ func (s *schemaWriter) typeOf(ms []member) string {
 // typeUnion reports whether the type member at v will be written as an
 // anyOf of single types (a list of several types, or any_of with null),
 // as typeMember writes it.
-func (s *schemaWriter) typeUnion(v jsonspan.Span, nullable bool, ms []member) bool {
-	types, list, _, _ := s.typeList(v, nullable, ms)
+func (s *schemaWriter) typeUnion(v jsonspan.Span, nullable bool, o *schemaObj) bool {
+	types, list, _, _ := s.typeList(v, nullable, o)
 	if !list || s.r.typeArrays == "keep" || s.r.typeArrays == "" {
 		return false
 	}
@@ -819,20 +935,41 @@ var typeKeywords = map[string]string{
 	"exclusiveMaximum": "number", "multipleOf": "number",
 }
 
-// branchOf reports whether keyword k constrains type t.
-func branchOf(k, t string) bool {
-	kt, ok := typeKeywords[k]
-	return ok && (kt == t || (kt == "number" && t == "integer"))
+// branchGroup is the group of typeKeywords' types that type t takes its
+// keywords from (integer: number's), or -1 for a type that takes none.
+func branchGroup(t string) int {
+	switch t {
+	case "array":
+		return 0
+	case "object":
+		return 1
+	case "string":
+		return 2
+	case "number", "integer":
+		return 3
+	}
+	return -1
 }
 
-// typeBranch writes into the union branch of type t the members of ms
-// that constrain t, as the dialect wants them.
-func (s *schemaWriter) typeBranch(ow *jsonspan.ObjWriter, t string, ms []member) {
+// typeBranch writes into the union branch of type t the members of the
+// object that constrain t, as the dialect wants them. The members are
+// grouped by the type they constrain once per object: a union of n types
+// beside n keywords must not read every keyword for every type.
+func (s *schemaWriter) typeBranch(ow *jsonspan.ObjWriter, t string, o *schemaObj) {
 	doc := s.doc
-	for _, m := range ms {
-		if !branchOf(m.key, t) || s.r.strip[m.key] {
-			continue
+	g := branchGroup(t)
+	if g < 0 {
+		return
+	}
+	if o.branches == nil {
+		o.branches = new([4][]member)
+		for _, m := range o.ms {
+			if kt, ok := typeKeywords[m.key]; ok && !s.r.strip[m.key] {
+				o.branches[branchGroup(kt)] = append(o.branches[branchGroup(kt)], m)
+			}
 		}
+	}
+	for _, m := range o.branches[g] {
 		v := m.m.Value
 		switch m.key {
 		case "items", "contains", "propertyNames":
@@ -865,7 +1002,7 @@ func (s *schemaWriter) typeBranch(ow *jsonspan.ObjWriter, t string, ms []member)
 // enum and nullable rules are applied, and whether they are a list; no
 // types when the member is not a string or a list of strings. enumed
 // and nulled report what those rules changed.
-func (s *schemaWriter) typeList(v jsonspan.Span, nullable bool, ms []member) (types []string, list, enumed, nulled bool) {
+func (s *schemaWriter) typeList(v jsonspan.Span, nullable bool, o *schemaObj) (types []string, list, enumed, nulled bool) {
 	doc := s.doc
 	list = doc[v.Start] == '['
 	types = s.types[:0]
@@ -884,7 +1021,7 @@ func (s *schemaWriter) typeList(v jsonspan.Span, nullable bool, ms []member) (ty
 		return nil, false, false, false
 	}
 	hasNull := slices.Contains(types, "null")
-	enum := find(ms, "enum") >= 0 || (s.r.constEnum && find(ms, "const") >= 0)
+	enum := o.enum >= 0 || (s.r.constEnum && o.cnst >= 0)
 	if s.r.enumString && enum && !(len(types) == 1 && types[0] == "string") {
 		// The enum is made of strings now, and so is the value.
 		enumed = true
@@ -969,49 +1106,67 @@ func (s *schemaWriter) schemaList(out []byte, v jsonspan.Span, addNull bool) []b
 	return append(out, ']')
 }
 
+// requiredOut is what an object's required list becomes, worked out at
+// its first required member: a key repeated n times copies it instead of
+// filtering n names again.
+type requiredOut struct {
+	done bool
+	// same: a list keeps its bytes; none: nothing is required.
+	same, none bool
+	// from, to: where the list first written stands in the output, once
+	// written (the output only grows after it); from < 0 before.
+	from, to int
+}
+
 // required writes the required list with only the names of existing
 // properties, each once; with closing, every property. A null or odd
 // required goes.
-func (s *schemaWriter) required(ow *jsonspan.ObjWriter, m jsonspan.Member, props []string, propSet nameSet, required []string, closing, hoisted bool) []byte {
+func (s *schemaWriter) required(ow *jsonspan.ObjWriter, m jsonspan.Member, out *requiredOut, props []string, propSet nameSet, required []string, reqSet nameSet, closing, hoisted bool) []byte {
 	doc := s.doc
 	v := m.Value
 	keep := s.keep[:0]
 	defer func() { s.keep = keep[:0] }()
-	if closing {
-		keep = append(keep, props...)
-	} else {
-		var seen map[string]bool
-		if len(required) > smallNames {
-			seen = make(map[string]bool, len(required))
-		}
-		for _, name := range required {
-			dup := seen[name]
-			if seen == nil {
-				dup = slices.Contains(keep, name)
+	first := !out.done
+	if first {
+		if closing {
+			keep = append(keep, props...)
+		} else {
+			var seen map[string]bool
+			if len(required) > smallNames {
+				seen = make(map[string]bool, len(required))
 			}
-			if propSet.has(name) && !dup {
-				if seen != nil {
-					seen[name] = true
+			for _, name := range required {
+				dup := seen[name]
+				if seen == nil {
+					dup = slices.Contains(keep, name)
 				}
-				keep = append(keep, name)
+				if propSet.has(name) && !dup {
+					if seen != nil {
+						seen[name] = true
+					}
+					keep = append(keep, name)
+				}
 			}
 		}
-	}
-	same := !hoisted && doc[v.Start] == '[' && len(keep) == len(required) && slices.Equal(keep, required)
-	if closing && !same && doc[v.Start] == '[' && len(keep) == len(required) {
-		// Every property, in another order, is every property: the list
-		// keeps its bytes.
-		reqSet := newNameSet(required)
-		same = true
-		for _, p := range keep {
-			same = same && reqSet.has(p)
-		}
-		for i, r := range required {
+		// A list with hoisted names is never the same: the names are not
+		// in its bytes.
+		out.same = !hoisted && len(keep) == len(required) && slices.Equal(keep, required)
+		if closing && !hoisted && !out.same && len(keep) == len(required) {
+			// Every property, in another order, is every property: the
+			// list keeps its bytes.
+			out.same = true
+			for _, p := range keep {
+				out.same = out.same && reqSet.has(p)
+			}
+			for _, r := range required {
+				out.same = out.same && propSet.has(r)
+			}
 			// ...and the same names, each once.
-			same = same && propSet.has(r) && !slices.Contains(required[:i], r)
+			out.same = out.same && reqSet.distinct()
 		}
+		out.done, out.none, out.from = true, len(keep) == 0 && !closing, -1
 	}
-	if same {
+	if out.same && doc[v.Start] == '[' {
 		ow.Raw(doc, m)
 		return ow.B
 	}
@@ -1020,11 +1175,25 @@ func (s *schemaWriter) required(ow *jsonspan.ObjWriter, m jsonspan.Member, props
 	} else {
 		s.note("required")
 	}
-	if len(keep) == 0 && !closing {
+	if out.none {
 		return ow.B // nothing required: no member, never null
 	}
 	ow.Key("required")
-	return appendNames(ow.B, keep)
+	if out.from >= 0 {
+		return append(ow.B, ow.B[out.from:out.to]...)
+	}
+	if !first {
+		// The list kept its bytes at the first member, so what is kept
+		// is what it listed: every property when closing, else itself.
+		keep = append(keep, required...)
+		if closing {
+			keep = append(keep[:0], props...)
+		}
+	}
+	out.from = len(ow.B)
+	ow.B = appendNames(ow.B, keep)
+	out.to = len(ow.B)
+	return ow.B
 }
 
 func appendNames(out []byte, names []string) []byte {
@@ -1040,9 +1209,9 @@ func appendNames(out []byte, names []string) []byte {
 
 // typeMember writes type: a list becomes what the dialect takes, and a
 // nullable schema gets null. It reports whether null was taken in.
-func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nullable bool, ms []member) ([]byte, bool) {
+func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nullable bool, o *schemaObj) ([]byte, bool) {
 	doc := s.doc
-	types, list, enumed, nulled := s.typeList(v, nullable, ms)
+	types, list, enumed, nulled := s.typeList(v, nullable, o)
 	if len(types) == 0 {
 		if doc[v.Start] == '[' && s.r.typeArrays != "" && s.r.typeArrays != "keep" {
 			// A list the dialect refuses, and not one type in it to
@@ -1102,9 +1271,13 @@ func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nulla
 			if s.r.anyOfAlone {
 				// Nothing may stand beside the union: the keywords of one
 				// type go into that type's branch.
-				s.typeBranch(&branch, t, ms)
+				s.typeBranch(&branch, t, o)
 			}
 			ow.B = branch.Close()
+			if s.overBudget(ow.B) {
+				// n types, each writing keywords repeated n times.
+				return ow.B, false
+			}
 		}
 		ow.B = append(ow.B, ']')
 	case len(others) > 0:
@@ -1120,7 +1293,7 @@ func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nulla
 		}
 		return append(ow.B, ']'), hasNull
 	}
-	if hasNull && s.r.typeArrays == "nullable" && find(ms, "nullable") < 0 && !s.nullableOut {
+	if hasNull && s.r.typeArrays == "nullable" && o.nul < 0 && !s.nullableOut {
 		s.nullableOut = true
 		ow.Key("nullable")
 		ow.B = append(ow.B, "true"...)
@@ -1204,13 +1377,12 @@ func enumHasNull(doc []byte, v jsonspan.Span) bool {
 }
 
 // listHas reports whether the schema's type is a list naming t.
-func (s *schemaWriter) listHas(ms []member, t string) bool {
-	i := find(ms, "type")
-	if i < 0 || s.doc[ms[i].m.Value.Start] != '[' {
+func (s *schemaWriter) listHas(o *schemaObj, t string) bool {
+	if o.typ < 0 || s.doc[o.value(o.typ).Start] != '[' {
 		return false
 	}
 	found := false
-	jsonspan.EachElement(s.doc, ms[i].m.Value.Start, func(el jsonspan.Span) bool {
+	jsonspan.EachElement(s.doc, o.value(o.typ).Start, func(el jsonspan.Span) bool {
 		found = found || isString(s.doc, el, t)
 		return !found
 	})
@@ -1218,18 +1390,21 @@ func (s *schemaWriter) listHas(ms []member, t string) bool {
 }
 
 // typeListHasNull reports whether the schema's type is a list with null,
-// which becomes nullable:true on its own.
-func typeListHasNull(doc []byte, ms []member) bool {
-	i := find(ms, "type")
-	if i < 0 || doc[ms[i].m.Value.Start] != '[' {
-		return false
+// which becomes nullable:true on its own. It is asked at every enum, which
+// may be repeated: the list is read once.
+func typeListHasNull(doc []byte, o *schemaObj) bool {
+	if o.typeNull == 0 {
+		o.typeNull = 1
+		if o.typ >= 0 && doc[o.value(o.typ).Start] == '[' {
+			jsonspan.EachElement(doc, o.value(o.typ).Start, func(el jsonspan.Span) bool {
+				if isString(doc, el, "null") {
+					o.typeNull = 2
+				}
+				return o.typeNull == 1
+			})
+		}
 	}
-	found := false
-	jsonspan.EachElement(doc, ms[i].m.Value.Start, func(el jsonspan.Span) bool {
-		found = found || isString(doc, el, "null")
-		return !found
-	})
-	return found
+	return o.typeNull == 2
 }
 
 // smallNames is how many names a list holds before lookups in it go
@@ -1252,6 +1427,19 @@ func newNameSet(names []string) nameSet {
 		}
 	}
 	return l
+}
+
+// distinct reports whether no name is listed twice.
+func (l nameSet) distinct() bool {
+	if l.set != nil {
+		return len(l.set) == len(l.names)
+	}
+	for i, n := range l.names {
+		if slices.Contains(l.names[:i], n) {
+			return false
+		}
+	}
+	return true
 }
 
 func (l nameSet) has(n string) bool {

@@ -133,3 +133,25 @@ func TestGeminiMapToldInDescription(t *testing.T) {
 		fn(`{"type":"object","properties":{"env":{"type":"object","description":"Variables.","additionalProperties":{"type":"string"}}}}`))
 	transformtest.JSONEqual(t, out, fn(`{"type":"object","properties":{"env":{"type":"object","description":"Variables. (additionalProperties: {\"type\":\"string\"})","properties":{}}}}`))
 }
+
+// TestGeminiTypeListBranchesTakeTheirKeywords: each branch of the union a
+// type list becomes takes the keywords of its type (integer number's),
+// a repeated type each time, a type without keywords none; the keyword
+// of a type not in the list is told in the description.
+func TestGeminiTypeListBranchesTakeTheirKeywords(t *testing.T) {
+	nsExact(t, `{"dialect":"gemini"}`,
+		fn(`{"type":"object","properties":{"p":{"type":["boolean","integer","string","integer"],"pattern":"a","minimum":1,"minItems":2,"maxLength":3}}}`),
+		fn(`{"type":"object","properties":{"p":{"anyOf":[{"type":"boolean"},{"type":"integer","minimum":1},{"type":"string","pattern":"a","maxLength":3},{"type":"integer","minimum":1}],"description":"(minItems: 2)"}}}`))
+}
+
+// TestGeminiRepeatedEnumsWriteOneNullable: enums repeated, each with null,
+// write one nullable between them, none when the type list already took
+// null in.
+func TestGeminiRepeatedEnumsWriteOneNullable(t *testing.T) {
+	nsExact(t, `{"dialect":"gemini"}`,
+		fn(`{"type":"object","properties":{"p":{"type":"string","enum":["a",null],"enum":["b",null]}}}`),
+		fn(`{"type":"object","properties":{"p":{"type":"string","enum":["a"],"nullable":true,"enum":["b"]}}}`))
+	nsExact(t, `{"dialect":"gemini"}`,
+		fn(`{"type":"object","properties":{"p":{"type":["string","null"],"enum":["a",null],"enum":["b",null]}}}`),
+		fn(`{"type":"object","properties":{"p":{"type":"string","nullable":true,"enum":["a"],"enum":["b"]}}}`))
+}

@@ -148,3 +148,22 @@ func TestSchemaPastTheScannersLimitIsTooDeep(t *testing.T) {
 	}
 	nsErr(t, `{}`, transforms.ProtocolResponses, `{"model":"m","metadata":`+deep+`,"tools":[]}`, "invalid_json")
 }
+
+// TestInliningChargesWhatItReads: every inlined target counts its size
+// against the budget even where the dialect drops most of it: references
+// to a target whose bulk is its own $defs pass while they read four
+// times the schema, and are refused with schema_too_large at sixteen
+// (past the budget of eight), although what they write stays small.
+func TestInliningChargesWhatItReads(t *testing.T) {
+	params := func(k int) string {
+		var props []string
+		for i := 0; i < k; i++ {
+			props = append(props, fmt.Sprintf(`"p%d":{"$ref":"#/$defs/t"}`, i))
+		}
+		return `{"type":"object","properties":{` + strings.Join(props, ",") + `},` +
+			`"$defs":{"t":{"type":"string","$defs":{"pad":{"description":"` + strings.Repeat("x", 300000) + `"}}}}}`
+	}
+	nsExact(t, `{"dialect":"gemini"}`, fn(params(4)),
+		fn(`{"type":"object","properties":{"p0":{"type":"string"},"p1":{"type":"string"},"p2":{"type":"string"},"p3":{"type":"string"}}}`))
+	nsErr(t, `{"dialect":"gemini"}`, transforms.ProtocolResponses, fn(params(16)), "schema_too_large")
+}

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,4 +106,33 @@ func TestThousandsOfRefsAllResolve(t *testing.T) {
 	if bytes.Contains(out, []byte(`"$ref"`)) || bytes.Count(out, []byte(`"description":"a definition of some length"`)) != 4000 {
 		t.Errorf("references left unresolved in the output")
 	}
+}
+
+// TestRefMergePastSixteenKeys: eleven keywords beside $ref and twelve in
+// its target (five of them the siblings', one repeated) merge through a
+// set: the siblings first and winning, then the target's others in its
+// order, the first of a repeat.
+func TestRefMergePastSixteenKeys(t *testing.T) {
+	var sib, tgt, want strings.Builder
+	for i := 0; i < 10; i++ {
+		fmt.Fprintf(&sib, `,"x-%d":1`, i)
+		fmt.Fprintf(&tgt, `,"x-%d":2`, i+5)
+	}
+	want.WriteString(`"description":"mine"` + sib.String() + `,"type":"string","x-10":2,"x-11":2,"x-12":2,"x-13":2,"x-14":2,"minLength":1`)
+	nsExact(t, `{"dialect":"gemini"}`,
+		fn(`{"type":"object","properties":{"r":{"$ref":"#/$defs/t","description":"mine"`+sib.String()+`}},`+
+			`"$defs":{"t":{"type":"string","description":"theirs"`+tgt.String()+`,"minLength":1,"minLength":3}}}`),
+		fn(`{"type":"object","properties":{"r":{`+want.String()+`}}}`))
+}
+
+// TestRefsIntoOneArrayEachResolve: references to several elements of one
+// array (indexed once) each get their own element; one past its end is
+// unresolved.
+func TestRefsIntoOneArrayEachResolve(t *testing.T) {
+	defs := `"$defs":{"l":[{"type":"string"},{"type":"integer"},{"type":"boolean"}]}`
+	nsExact(t, `{"dialect":"gemini"}`,
+		fn(`{"type":"object","properties":{"a":{"$ref":"#/$defs/l/2"},"b":{"$ref":"#/$defs/l/0"},"c":{"$ref":"#/$defs/l/2"}},`+defs+`}`),
+		fn(`{"type":"object","properties":{"a":{"type":"boolean"},"b":{"type":"string"},"c":{"type":"boolean"}}}`))
+	nsErr(t, `{"dialect":"gemini"}`, transforms.ProtocolResponses,
+		fn(`{"type":"object","properties":{"a":{"$ref":"#/$defs/l/0"},"b":{"$ref":"#/$defs/l/3"}},`+defs+`}`), "schema_ref_unresolved")
 }
