@@ -141,50 +141,6 @@ func BenchmarkFilterScaling(b *testing.B) {
 	scaling(b, "history", scaleOffHistory, 1000, run(`{"function_calling":"off"}`))
 }
 
-// BenchmarkSchemaScaling: eight times the references to inline, and eight
-// times the required properties to filter.
-func BenchmarkSchemaScaling(b *testing.B) {
-	run := func(cfg string) func([]byte) {
-		c := transformtest.Chain(b, `[{"transform":"tools_normalize_schema","config":`+cfg+`}]`)
-		return func(body []byte) {
-			x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{}, nil)
-			c.Begin(x, "m")
-			if _, err := x.RewriteRequest(body); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	tool := func(params string) string {
-		return `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":` + params + `}]}`
-	}
-	refs := func(n int) string {
-		var props, defs strings.Builder
-		for i := 0; i < n; i++ {
-			if i > 0 {
-				props.WriteByte(',')
-				defs.WriteByte(',')
-			}
-			fmt.Fprintf(&props, `"p%d":{"$ref":"#/$defs/d%d"}`, i, i)
-			fmt.Fprintf(&defs, `"d%d":{"type":"string","description":"a definition"}`, i)
-		}
-		return tool(`{"type":"object","properties":{` + props.String() + `},"$defs":{` + defs.String() + `}}`)
-	}
-	required := func(n int) string {
-		var props, req strings.Builder
-		for i := 0; i < n; i++ {
-			if i > 0 {
-				props.WriteByte(',')
-				req.WriteByte(',')
-			}
-			fmt.Fprintf(&props, `"p%d":{"type":"string"}`, i)
-			fmt.Fprintf(&req, `"p%d"`, i)
-		}
-		return tool(`{"type":"object","properties":{` + props.String() + `},"required":[` + req.String() + `,"gone"]}`)
-	}
-	scaling(b, "refs", refs, 500, run(`{"dialect":"gemini"}`))
-	scaling(b, "required", required, 5000, run(`{}`))
-}
-
 // BenchmarkDroppedCallsScaling: a stream whose n calls all go to tools the
 // request did not declare, each removed and the gaps closed, with the
 // upstream numbering its items in order and backwards; doubled. About 2
