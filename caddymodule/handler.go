@@ -63,7 +63,8 @@ type Handler struct {
 	// JSON (NaN and Infinity included), is refused with a 400 whose code
 	// is invalid_json, and nothing reaches the upstream. 0, the same as
 	// absent, means the default and maximum: 1000, the scanner's own
-	// limit. A lower value costs one more pass over each body.
+	// limit. The depth is checked in one flat pass before any rule walks
+	// the body.
 	MaxJSONDepth int `json:"max_json_depth,omitempty"`
 
 	// The rules of this handler, the provider scope. Requests go through

@@ -22,9 +22,9 @@ type Limits struct {
 	// MaxEvent is the most bytes held for one incomplete SSE event.
 	MaxEvent int
 	// MaxDepth is the deepest nesting of a request body the rules read;
-	// a deeper body is refused with invalid_json. 0 means, and values
-	// above it are capped at, the scanner's own limit
-	// (jsonspan.MaxDepth, 1,000).
+	// a deeper body is refused with invalid_json (or a DepthRefuser's
+	// answer). 0 means, and values above it are capped at, the scanner's
+	// own limit (jsonspan.MaxDepth, 1,000).
 	MaxDepth int
 	// DeferMin is the smallest rewritten request body that
 	// RewriteRequestBody leaves unbuilt, to build as the upstream reads it:
@@ -322,6 +322,38 @@ func (c *Chain) Begin(x *Exchange, model string) bool {
 	return len(x.rules) > 0
 }
 
+// DepthRefuser is implemented by transforms that name a body nested past
+// the gateway's limit more precisely than invalid_json when the nesting
+// is in what they own (a schema too deep to normalise). The engine asks
+// the bound request rules in order; the first answer wins.
+type DepthRefuser interface {
+	// RefuseDepth returns the rejection for body nested past limit at
+	// byte offset at, or nil to leave it to the engine.
+	RefuseDepth(body []byte, at, limit int) *Error
+}
+
+func (x *Exchange) tooDeepFor(body []byte, at, limit int) *Error {
+	for _, r := range x.rules {
+		if dr, ok := r.req.(DepthRefuser); ok && r.phase&PhaseRequest != 0 {
+			if e := dr.RefuseDepth(body, at, limit); e != nil {
+				return e
+			}
+		}
+	}
+	return tooDeep(at, limit)
+}
+
+// readsRequest reports whether a bound rule has a request phase: only
+// then is the body read, and refused when it cannot be.
+func (x *Exchange) readsRequest() bool {
+	for _, r := range x.rules {
+		if r.phase&PhaseRequest != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // at positions x on bound rule i for one of its phases.
 func (x *Exchange) at(i int, response bool) { x.pos, x.response = i, response }
 
@@ -336,11 +368,18 @@ func (x *Exchange) RewriteRequest(body []byte) ([]byte, error) {
 func (x *Exchange) rewriteRequest(body []byte) ([]byte, error) {
 	defer x.at(-1, false)
 	x.orig = body
-	if d := x.Limits.MaxDepth; d > 0 && d < jsonspan.MaxDepth {
-		// A limit below the scanner's costs a pass of its own; the rules'
-		// walks check the rest.
+	if x.readsRequest() {
+		// Nesting is checked in one flat pass before any rule walks the
+		// body: a walk that recursed into whatever nesting the client
+		// sent could exhaust the stack, and walks that restart their
+		// count at each value they skip would miss a body nested past
+		// the limit across them.
+		d := x.Limits.MaxDepth
+		if d <= 0 || d > jsonspan.MaxDepth {
+			d = jsonspan.MaxDepth
+		}
 		if at := jsonspan.DepthOver(body, d); at >= 0 {
-			e := tooDeep(at, d)
+			e := x.tooDeepFor(body, at, d)
 			x.Decide("request", "reject", e.Message)
 			return nil, e
 		}

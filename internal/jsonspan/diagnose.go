@@ -1,6 +1,7 @@
 package jsonspan
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -40,6 +41,9 @@ func Diagnose(doc []byte) (offset int, reason string) {
 // deeper than limit levels (the top-level value is level 1), or -1; it
 // stops at an unterminated string.
 func DepthOver(doc []byte, limit int) int {
+	if bytes.Count(doc, []byte{'['})+bytes.Count(doc, []byte{'{'}) <= limit {
+		return -1 // too few brackets to nest that deep, counted at memchr speed
+	}
 	depth := 0
 	for i := 0; i < len(doc); i++ {
 		switch doc[i] {

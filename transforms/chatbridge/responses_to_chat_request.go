@@ -17,8 +17,12 @@ func (t *ResponsesToChat) RewriteRequest(x *transforms.Exchange, body []byte) ([
 		return body, nil
 	}
 	start := jsonspan.SkipSpace(body, 0)
-	if start >= len(body) || body[start] != '{' || !jsonspan.Valid(body) {
-		return body, nil // not ours to judge: the upstream answers it
+	if !jsonspan.Valid(body) {
+		x.Invalid = true // the engine refuses what the bridge cannot read
+		return body, nil
+	}
+	if start >= len(body) || body[start] != '{' {
+		return body, nil // not a request: the upstream answers it
 	}
 	b := &chatBuild{t: t, x: x, doc: body, input: jsonspan.NoSpan(), tools: jsonspan.NoSpan(), choice: jsonspan.NoSpan()}
 	var fields struct{ model, instructions, maxOut, effort, format, verbosity, stream jsonspan.Span }

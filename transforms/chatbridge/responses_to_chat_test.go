@@ -200,12 +200,18 @@ func TestResponsesToChatPathProtocolAndPassthrough(t *testing.T) {
 		t.Fatal("the bridge wants a Chat client's response")
 	}
 
-	// A body that is not a JSON object is the upstream's to judge.
-	for _, body := range []string{`not json`, `[1,2]`, `{"model":`} {
-		out, _, err := rcRequest(t, rcRules(""), body)
-		if err != nil || out != body {
-			t.Errorf("%s: %v %s", body, err, out)
+	// JSON that is not an object is the upstream's to judge; a body the
+	// bridge cannot read is refused, never sent on unbridged.
+	if got, _, err := rcRequest(t, rcRules(""), `[1,2]`); err != nil || got != `[1,2]` {
+		t.Errorf("[1,2]: %v %s", err, got)
+	}
+	for _, body := range []string{`not json`, `{"model":`, `{"model":"m","input":"hi","x":NaN}`} {
+		got, _, err := rcRequest(t, rcRules(""), body)
+		var sent []byte
+		if got != "" {
+			sent = []byte(got)
 		}
+		transformtest.Rejected(t, sent, err, "invalid_json")
 	}
 }
 

@@ -104,6 +104,9 @@ func TestFieldSetRefusesBodiesItCannotRead(t *testing.T) {
 		{"bad value elsewhere", `{"model":"m","input":[1,}`, "invalid character '}' looking for beginning of value at byte offset 24"},
 		{"NaN", `{"model":"m","metadata":{"n":NaN}}`, "invalid character 'N' looking for beginning of value at byte offset 29"},
 		{"-Infinity", `{"model":"m","x":-Infinity}`, "invalid character 'I' in numeric literal at byte offset 18"},
+		// The object and 1,000 arrays: 1,001 levels, though no single
+		// value the rule skips is nested past 1,000 on its own.
+		{"1,001 levels", `{"model":"m","a":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}`, "nested deeper than 1000 levels at byte offset 1016"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fieldSetChain(t, "model", `"pinned"`)

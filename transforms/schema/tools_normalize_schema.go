@@ -235,9 +235,6 @@ func (t *ToolsNormalizeSchema) rulesFor(strict bool) *schemaRules {
 func (t *ToolsNormalizeSchema) RewriteRequest(x *transforms.Exchange, body []byte) ([]byte, error) {
 	w := transforms.WalkTools(x, body)
 	if w == nil {
-		if x.Invalid {
-			return nil, tooDeepForTheScanner(body)
-		}
 		return body, nil
 	}
 	doc := w.Doc
@@ -414,15 +411,14 @@ var (
 	_ caddy.Provisioner          = (*ToolsNormalizeSchema)(nil)
 	_ caddyfile.Unmarshaler      = (*ToolsNormalizeSchema)(nil)
 	_ transforms.RequestRewriter = (*ToolsNormalizeSchema)(nil)
+	_ transforms.DepthRefuser    = (*ToolsNormalizeSchema)(nil)
 )
 
-// tooDeepForTheScanner is the error for a body no rule could read because
-// a tool's schema nests past the scanner's limit, far past the schema
-// writer's own: schema_too_deep, as for a schema the writer refuses. Any
-// other unreadable body is left to the engine's invalid_json (nil).
-func tooDeepForTheScanner(body []byte) error {
-	at := jsonspan.DepthOver(body, jsonspan.MaxDepth)
-	if tools := jsonspan.LastMember(body, "tools"); at < 0 || at < tools.Start || at >= tools.End {
+// RefuseDepth implements transforms.DepthRefuser: a body nested past the
+// gateway's limit inside its tools holds a schema far past the writer's
+// own limit, and gets schema_too_deep, as a schema the writer refuses.
+func (t *ToolsNormalizeSchema) RefuseDepth(body []byte, at, _ int) *transforms.Error {
+	if tools := jsonspan.LastMember(body, "tools"); at < tools.Start || at >= tools.End {
 		return nil
 	}
 	return schemaError("schema_too_deep", "tools", "a tool's schema nests deeper than %d levels", maxSchemaNesting)

@@ -1124,3 +1124,17 @@ func TestToolMembersRemovedInEveryOrder(t *testing.T) {
 		})
 	}
 }
+
+// Namespaces nested past the gateway's limit are refused before the walk,
+// which recurses into definition lists, reads them: a body of a few
+// megabytes nested millions deep must not exhaust the stack.
+func TestNestingPastTheLimitIsRefusedBeforeTheWalk(t *testing.T) {
+	body := `{"model":"m","tools":[` + strings.Repeat(`{"tools":[`, 200000)
+	c := transformtest.Chain(t, `[{"transform":"tools_filter","config":{"deny":["delete_*"]}}]`)
+	x := transformtest.Begin(t, c, transforms.ProtocolResponses, []byte(body))
+	out, err := x.RewriteRequest([]byte(body))
+	e := transformtest.Rejected(t, out, err, "invalid_json")
+	if want := "the request body is not JSON the gateway reads: nested deeper than 1000 levels at byte offset 5012"; e.Message != want {
+		t.Fatalf("got %q, want %q", e.Message, want)
+	}
+}
