@@ -283,10 +283,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	// The rules' own validating walks refuse a body they cannot read.
 	var model string
-	if chain.MatchesModels() {
+	scoped := chain.MatchesModels()
+	if scoped {
 		model = transforms.RequestModel(body)
 	}
-	if model == "" && chain.MatchesModels() {
+	if model == "" && scoped {
 		// No model read, so no rule scoped to models binds: the body may
 		// hold one nobody can read. Refuse it rather than let it pass the
 		// rules that model would bind.

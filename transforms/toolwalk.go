@@ -115,7 +115,6 @@ type ToolWalk struct {
 	// additional_tools items' lists), by the same index; other lists
 	// have none.
 	rootSpans []jsonspan.Span
-	tools     jsonspan.Span // top-level "tools" and "tool_choice" values
 	echo      bool          // an edit touched a definition or tool_choice
 	// top are the values of the top-level members that hold or steer
 	// tools, by the top* constants, found in the walk's one pass so rules
@@ -167,7 +166,7 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 	if p != ProtocolResponses && p != ProtocolChat {
 		return nil
 	}
-	w := &ToolWalk{Doc: body, Protocol: p, x: x, tools: jsonspan.NoSpan()}
+	w := &ToolWalk{Doc: body, Protocol: p, x: x}
 	for i := range w.top {
 		w.top[i] = jsonspan.NoSpan()
 	}
@@ -179,14 +178,13 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 	end := jsonspan.WalkMembers(body, 0, func(k jsonspan.Span, v int) int {
 		switch {
 		case jsonspan.KeyIs(body, k, "tools"):
-			if w.tools.Start >= 0 {
+			if w.top[topTools].Start >= 0 {
 				// Two lists: rules would judge one and upstreams keep the
 				// other.
 				w.ambiguousAt("tools")
 			}
 			e := w.definitions(v, -1, "tools")
-			w.tools = jsonspan.Span{Start: v, End: e}
-			w.top[topTools] = w.tools
+			w.top[topTools] = jsonspan.Span{Start: v, End: e}
 			return e
 		case jsonspan.KeyIs(body, k, "input") && p == ProtocolResponses:
 			if w.inputs++; w.inputs > 1 {
@@ -223,7 +221,7 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 	if choice.Start >= 0 {
 		w.choices(choice)
 	}
-	x.snapshotEcho(body, w.tools, choice)
+	x.snapshotEcho(body, w.top[topTools], choice)
 	return w
 }
 
