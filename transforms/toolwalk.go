@@ -115,7 +115,7 @@ type ToolWalk struct {
 	// additional_tools items' lists), by the same index; other lists
 	// have none.
 	rootSpans []jsonspan.Span
-	echo      bool          // an edit touched a definition or tool_choice
+	echo      bool // an edit touched a definition or tool_choice
 	// top are the values of the top-level members that hold or steer
 	// tools, by the top* constants, found in the walk's one pass so rules
 	// that remove them need no second one.
