@@ -76,6 +76,25 @@ func (e *Event) AppendTo(dst []byte) []byte {
 	return append(dst, '\n')
 }
 
+// AppendHead appends what AppendTo writes before the data of an event whose
+// Data is one line: the event, id and retry lines and "data: ". The
+// caller writes Data and "\n\n" after it, which lets a large event go to a
+// writer without a second copy of its data. It reports false, appending
+// nothing, when e is Raw or its Data is nil or holds a line break.
+func (e *Event) AppendHead(dst []byte) ([]byte, bool) {
+	if e.Raw != nil || e.Data == nil || bytes.IndexByte(e.Data, '\n') >= 0 || bytes.IndexByte(e.Data, '\r') >= 0 {
+		return dst, false
+	}
+	if e.Name != nil {
+		dst = append(dst, "event: "...)
+		dst = append(dst, e.Name...)
+		dst = append(dst, '\n')
+	}
+	dst = appendField(dst, "id: ", e.ID)
+	dst = appendField(dst, "retry: ", e.Retry)
+	return append(dst, "data: "...), true
+}
+
 // appendField appends one "<prefix><value>\n" line unless v is nil or would
 // break the line.
 func appendField(dst []byte, prefix string, v []byte) []byte {

@@ -23,6 +23,10 @@ type Emit func(*Event) error
 type StreamAbort struct {
 	Code    string
 	Message string
+	// Reported is set by a stage that has already told the client in the
+	// protocol's own terms (a bridge's response.failed): the engine stops
+	// the stream and counts the error, and writes no error event after it.
+	Reported bool
 }
 
 func (e *StreamAbort) Error() string { return e.Message }
@@ -69,7 +73,8 @@ type Stream struct {
 
 	// sink, when set, takes the output whenever it passes spillAt bytes
 	// while an upstream read is handled (SpillTo).
-	sink io.Writer
+	sink    io.Writer
+	sinkErr error // the sink's first failed write
 }
 
 // spillAt is how much output a stream with a sink holds before handing it
@@ -190,11 +195,35 @@ func (s *Stream) claimSpilling(b []byte, i int) (int, error) {
 // spill hands the output to the sink once it has grown past spillAt.
 func (s *Stream) spill() error {
 	if s.sink == nil || len(s.out) < spillAt {
-		return nil
+		return s.sinkErr
 	}
-	_, err := s.sink.Write(s.out)
+	s.toSink(s.out)
 	s.out = s.out[:0]
-	return err
+	return s.sinkErr
+}
+
+func (s *Stream) toSink(b []byte) {
+	if s.sinkErr == nil {
+		_, s.sinkErr = s.sink.Write(b)
+	}
+}
+
+// writeLarge writes an event of spillAt bytes or more straight to the
+// sink, after the output before it: copying it into the output first
+// would hold it twice (a bridged call's done event carries all of its
+// arguments, the final object every call's).
+func (s *Stream) writeLarge(ev *Event) bool {
+	if s.sink == nil || len(ev.Data) < spillAt {
+		return false
+	}
+	out, ok := ev.AppendHead(s.out)
+	if !ok {
+		return false
+	}
+	s.toSink(out)
+	s.toSink(ev.Data)
+	s.out = append(out[:0], "\n\n"...)
+	return true
 }
 
 // Close runs the rules' end-of-stream work and releases any trailing bytes
@@ -543,7 +572,9 @@ func (s *Stream) fail(err error) error {
 			ab.Code = "stream_transform_failed"
 		}
 	}
-	s.write(s.abortEvent(ab))
+	if !ab.Reported {
+		s.write(s.abortEvent(ab))
+	}
 	s.stopped = true
 	return ab
 }
@@ -624,6 +655,9 @@ func (s *Stream) write(ev *Event) {
 	}
 	if s.client == ProtocolChat && bytes.Equal(bytes.TrimSpace(ev.Data), doneData) {
 		s.sawDone = true
+	}
+	if s.writeLarge(ev) {
+		return
 	}
 	s.out = ev.AppendTo(s.out)
 }

@@ -52,15 +52,11 @@ func rcReplayAll(t *testing.T, fresh func() *transforms.Exchange, upstream strin
 	return first
 }
 
-// rcErrorEvent is the engine's error event ending a stream it stopped.
-func rcErrorEvent(code, msg string) string {
-	return `{"type":"error","sequence_number":#,"code":"` + code + `","message":` + rcStr(msg) + `,"param":null}`
-}
-
 // TestResponsesToChatStreamCallBuffer: a call whose arguments grow past
 // max_call_buffer ends the stream: response.failed with the code every
-// tracker uses, holding what finished before, then the engine's error
-// event; the engine stops, and records the code and the bytes held. A
+// tracker uses, holding what finished before, and nothing after it (no
+// second terminal event); the engine stops, and records the code and the
+// bytes held. A
 // call exactly at the limit is delivered. The limit counts the arguments
 // as the upstream escaped them, held before the name is known too.
 func TestResponsesToChatStreamCallBuffer(t *testing.T) {
@@ -86,7 +82,6 @@ func TestResponsesToChatStreamCallBuffer(t *testing.T) {
 				rcFcAdded(1, "c1", "exec_command"),
 				rcFcDelta(1, `{"cmd":`),
 				rcTerminal("response.failed", rcResp("failed", []string{rs}, "null", `{"code":"max_call_buffer_exceeded","message":`+rcStr(named)+`}`, "null")),
-				rcErrorEvent("max_call_buffer_exceeded", named),
 			}),
 			decisions: []string{"exec_command drop_partial_call"},
 			buffered:  []int{9},
@@ -100,7 +95,6 @@ func TestResponsesToChatStreamCallBuffer(t *testing.T) {
 			limit: 16,
 			want: rcJoin(rcStart(), []string{
 				rcTerminal("response.failed", rcResp("failed", nil, "null", `{"code":"max_call_buffer_exceeded","message":`+rcStr(unnamed)+`}`, "null")),
-				rcErrorEvent("max_call_buffer_exceeded", unnamed),
 			}),
 			buffered:  []int{9},
 			streamErr: "max_call_buffer_exceeded",

@@ -1100,7 +1100,8 @@ func (s *chatToResponses) callDelta(emit transforms.Emit, d []byte, at int) (int
 // overLimit ends the stream when a call's arguments outgrow
 // max_call_buffer: response.failed for the client, with the code every
 // rule's tracker uses, and a StreamAbort for the engine, which stops
-// reading the upstream, counts the error and writes its error event.
+// reading the upstream and counts the error; the client needs no error
+// event after response.failed.
 func (s *chatToResponses) overLimit(emit transforms.Emit, c *streamCall, lim int) error {
 	msg := "the arguments of an unnamed tool call exceed the gateway's max_call_buffer of " + strconv.Itoa(lim) + " bytes"
 	if c.name != "" {
@@ -1110,7 +1111,7 @@ func (s *chatToResponses) overLimit(emit transforms.Emit, c *streamCall, lim int
 	if err := s.failWith(emit, code, msg, "call arguments exceed max_call_buffer"); err != nil {
 		return err
 	}
-	return &transforms.StreamAbort{Code: code, Message: msg}
+	return &transforms.StreamAbort{Code: code, Message: msg, Reported: true}
 }
 
 func (s *chatToResponses) callIDOf(c *streamCall) string {
