@@ -396,8 +396,9 @@ func observe(r *http.Request, x *transforms.Exchange) {
 	// Set, not Add: with nested handlers the outermost, which finishes
 	// last, reports, and the entry never carries a key twice.
 	extra.Set(zap.Strings("llm_transform_rules", applied))
-	extra.Set(zap.Int("llm_transform_converted", x.Converted))
-	extra.Set(zap.Int("llm_transform_restored", x.Restored))
+	c := x.Counts()
+	extra.Set(zap.Int("llm_transform_converted", c.Converted))
+	extra.Set(zap.Int("llm_transform_restored", c.Restored))
 }
 
 // readBody reads the whole request body, decoded when it came compressed,
@@ -622,10 +623,11 @@ func explain(x *transforms.Exchange) string {
 		b = append(b, '@')
 		b = append(b, a.Phase.String()...)
 	}
+	c := x.Counts()
 	b = append(b, "; converted="...)
-	b = strconv.AppendInt(b, int64(x.Converted), 10)
+	b = strconv.AppendInt(b, int64(c.Converted), 10)
 	b = append(b, "; restored="...)
-	b = strconv.AppendInt(b, int64(x.Restored), 10)
+	b = strconv.AppendInt(b, int64(c.Restored), 10)
 	b = append(b, "; decisions="...)
 	if len(x.Decisions()) == 0 {
 		b = append(b, '-')

@@ -89,23 +89,24 @@ func observeExchange(x *transforms.Exchange) {
 	for _, a := range x.Applications() {
 		metrics.applications.WithLabelValues(a.Rule.TransformID(), a.Phase.String(), a.Rule.Scope().String()).Inc()
 	}
-	if x.Converted > 0 {
-		metrics.converted.WithLabelValues(x.ClientProtocol().String()).Add(float64(x.Converted))
+	c := x.Counts()
+	if c.Converted > 0 {
+		metrics.converted.WithLabelValues(x.ClientProtocol().String()).Add(float64(c.Converted))
 	}
-	if x.Restored > 0 {
-		metrics.restored.WithLabelValues(x.ClientProtocol().String()).Add(float64(x.Restored))
+	if c.Restored > 0 {
+		metrics.restored.WithLabelValues(x.ClientProtocol().String()).Add(float64(c.Restored))
 	}
-	if x.PatchInvalid > 0 {
-		metrics.patchInvalid.Add(float64(x.PatchInvalid))
+	if c.PatchInvalid > 0 {
+		metrics.patchInvalid.Add(float64(c.PatchInvalid))
 	}
-	if x.UndeclaredCalls > 0 {
-		metrics.unexpected.WithLabelValues("undeclared").Add(float64(x.UndeclaredCalls))
+	if c.UndeclaredCalls > 0 {
+		metrics.unexpected.WithLabelValues("undeclared").Add(float64(c.UndeclaredCalls))
 	}
-	if x.FilteredCalls > 0 {
-		metrics.unexpected.WithLabelValues("filtered").Add(float64(x.FilteredCalls))
+	if c.FilteredCalls > 0 {
+		metrics.unexpected.WithLabelValues("filtered").Add(float64(c.FilteredCalls))
 	}
-	if x.DroppedCalls > 0 {
-		metrics.dropped.Add(float64(x.DroppedCalls))
+	if c.DroppedCalls > 0 {
+		metrics.dropped.Add(float64(c.DroppedCalls))
 	}
 	for _, n := range x.CallBuffers() {
 		metrics.buffered.WithLabelValues("tool_call").Observe(float64(n))

@@ -85,6 +85,7 @@ func (r *renameTool) RewriteRequest(x *transforms.Exchange, body []byte) ([]byte
 		return body, nil
 	}
 	x.Tools().Link(r, r.client(), transforms.ToolID{Type: "function", Name: r.To})
+	x.CountConverted(w.Edits()) // one rename per node
 	return w.Rewrite(), nil
 }
 
@@ -93,7 +94,7 @@ func (r *renameTool) OpenCall(x *transforms.Exchange, up transforms.ToolID) (tra
 	if !ok {
 		return transforms.ToolID{}, nil, false
 	}
-	return client, &transforms.PassArgs{Limit: x.Limits.MaxCallBuffer}, true
+	return client, &transforms.PassArgs{}, true
 }
 
 func (r *renameTool) WantsResponse(x *transforms.Exchange) bool {
@@ -289,6 +290,11 @@ func TestRenameChainAtEveryChunkSize(t *testing.T) {
 			t.Fatal(err)
 		}
 		assertJSON(t, out, `{"output":[{"id":"fc_1","type":"custom_tool_call","call_id":"call_1","name":"apply_patch","input":`+jsonString(cleanPatch)+`}],"tools":[{"type":"custom","name":"apply_patch"}],"tool_choice":{"type":"custom","name":"apply_patch"}}`)
+		// Each rule counts its own work: the definition and the choice
+		// converted twice, the call restored twice.
+		if got, want := x.Counts(), (transforms.Counts{Converted: 4, Restored: 2}); got != want {
+			t.Fatalf("counts %+v, want %+v", got, want)
+		}
 	})
 
 	t.Run("responses stream", func(t *testing.T) {

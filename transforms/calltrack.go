@@ -93,7 +93,7 @@ type CallRelayer interface{ RelaysCall() }
 // countRestored counts a call given back its client shape, once per rule.
 func countRestored(x *Exchange, h CallHandler) {
 	if _, relay := h.(CallRelayer); !relay {
-		x.Restored++
+		x.counts.Restored++
 	}
 }
 
@@ -115,10 +115,38 @@ func abandonCall(x *Exchange, client ToolID, h CallHandler, reason string) {
 
 // PassArgs is the CallHandler of a call whose arguments the client takes as
 // they are (a renamed function): every fragment is handed on as it comes.
+// Its zero value holds a call to the exchange's max_call_buffer.
 type PassArgs struct {
-	// Limit is the most raw bytes held; 0 means no limit.
+	// Limit is the most raw bytes held. 0 means the exchange's
+	// Limits.MaxCallBuffer, which the call tracker sets when it opens the
+	// call (for a handler that embeds PassArgs too), and no limit when the
+	// exchange has none. A negative Limit sets none of PassArgs' own.
 	Limit int
 	raw   []byte
+}
+
+// callLimiter is a handler whose buffer limit defaults to the exchange's:
+// PassArgs, and any handler embedding it.
+type callLimiter interface{ defaultLimit(n int) }
+
+func (p *PassArgs) defaultLimit(n int) {
+	if p.Limit == 0 {
+		p.Limit = n
+	}
+}
+
+// limitCalls gives the handlers p opens the exchange's max_call_buffer
+// where they leave it to the exchange.
+func limitCalls(p CallPolicy) CallPolicy { return limitedPolicy{p} }
+
+type limitedPolicy struct{ CallPolicy }
+
+func (l limitedPolicy) OpenCall(x *Exchange, up ToolID) (ToolID, CallHandler, bool) {
+	client, h, ok := l.CallPolicy.OpenCall(x, up)
+	if c, is := h.(callLimiter); ok && is {
+		c.defaultLimit(x.Limits.MaxCallBuffer)
+	}
+	return client, h, ok
 }
 
 // Delta implements CallHandler.
@@ -141,9 +169,9 @@ func (p *PassArgs) Finish(raw []byte) []byte { return raw }
 func NewCallStream(x *Exchange, p CallPolicy) StreamTransform {
 	switch x.Protocol() {
 	case ProtocolResponses:
-		return newResponsesCalls(x, p)
+		return newResponsesCalls(x, limitCalls(p))
 	case ProtocolChat:
-		return newChatCalls(x, p)
+		return newChatCalls(x, limitCalls(p))
 	}
 	return nil
 }
@@ -157,9 +185,9 @@ func RestoreCalls(x *Exchange, p CallPolicy, body []byte) []byte {
 	}
 	switch x.Protocol() {
 	case ProtocolResponses:
-		return x.ApplyEdits(body, restoreOutput(x, p, body, jsonspan.Span{Start: jsonspan.SkipSpace(body, 0), End: len(body)}, nil, false))
+		return x.ApplyEdits(body, restoreOutput(x, limitCalls(p), body, jsonspan.Span{Start: jsonspan.SkipSpace(body, 0), End: len(body)}, nil, false))
 	case ProtocolChat:
-		return x.ApplyEdits(body, restoreChatMessage(x, p, body))
+		return x.ApplyEdits(body, restoreChatMessage(x, limitCalls(p), body))
 	}
 	return body
 }

@@ -966,7 +966,7 @@ func (s *responsesCalls) itemDone(ev *Event, d []byte, emit Emit) error {
 	}
 	s.close(c, true)
 	if !c.relay {
-		s.x.Restored++
+		s.x.counts.Restored++
 	}
 	// Into a buffer of the stream's: the event is valid only during emit.
 	s.itembuf = appendWithItem(s.itembuf, d, item, r.args, c.client, c.final, s.escaped(c))
@@ -1006,7 +1006,7 @@ func (s *responsesCalls) complete(c *trackedCall, d []byte, item jsonspan.Span, 
 	}
 	s.close(c, true)
 	if !c.relay {
-		s.x.Restored++
+		s.x.counts.Restored++
 	}
 	return emit(s.itemEvent(d, "response.output_item.done", c.outputIndex, clientItem(nil, d, item, c.client, c.final)))
 }
@@ -1044,7 +1044,7 @@ func (s *responsesCalls) finishItem(c *trackedCall, d []byte, item jsonspan.Span
 		}
 		s.close(c, true)
 		if !c.relay {
-			s.x.Restored++
+			s.x.counts.Restored++
 		}
 		return emit(s.itemEvent(d, "response.output_item.done", c.outputIndex, clientItem(nil, d, item, c.client, c.final)))
 	}
@@ -1054,7 +1054,7 @@ func (s *responsesCalls) finishItem(c *trackedCall, d []byte, item jsonspan.Span
 	c.final, c.built = built, true
 	s.close(c, true)
 	if !c.relay {
-		s.x.Restored++
+		s.x.counts.Restored++
 	}
 	if err := emit(s.itemEvent(d, "response.output_item.added", c.outputIndex, added)); err != nil {
 		return err

@@ -70,8 +70,8 @@ func TestFinishedCallsAreReleased(t *testing.T) {
 	if grew := int64(heap[calls-1]) - int64(heap[1]); grew > int64(len(args)) {
 		t.Fatalf("the heap grew by %d bytes over %d more calls of %d bytes", grew, calls-2, len(args))
 	}
-	if x.Restored != calls {
-		t.Fatalf("restored %d", x.Restored)
+	if x.Counts().Restored != calls {
+		t.Fatalf("restored %d", x.Counts().Restored)
 	}
 }
 
@@ -83,8 +83,8 @@ func TestStreamedInvalidPatchCountedOnce(t *testing.T) {
 	evs = append(evs, `{"type":"response.completed","sequence_number":20,"response":{"output":[{"id":"fc_1","type":"function_call","call_id":"c1","name":"apply_patch","arguments":`+transformtest.JSONString(args)+`}]}}`)
 	x := transformtest.ExchangeAfter(t, wildcard, patchRequest)
 	out := transformtest.Replay(t, x, transformtest.SSE(evs...), 7)
-	if x.PatchInvalid != 1 || x.Restored != 1 || !strings.Contains(out, `"type":"custom_tool_call"`) {
-		t.Fatalf("invalid %d, restored %d", x.PatchInvalid, x.Restored)
+	if x.Counts().PatchInvalid != 1 || x.Counts().Restored != 1 || !strings.Contains(out, `"type":"custom_tool_call"`) {
+		t.Fatalf("invalid %d, restored %d", x.Counts().PatchInvalid, x.Counts().Restored)
 	}
 }
 

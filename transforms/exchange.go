@@ -54,18 +54,13 @@ type Exchange struct {
 	// JSON; such a body is forwarded exactly as received.
 	Invalid bool
 
-	// Converted counts tool definitions and calls rewritten on the way out.
-	Converted int
-	// Restored counts calls given back their client-side shape.
-	Restored int
-	// PatchInvalid counts restored apply_patch inputs that normalisation
-	// could not bring into Codex's grammar.
-	PatchInvalid int
-	// UndeclaredCalls and FilteredCalls count the response's calls to
-	// tools the client never declared, and to tools a rule filtered out of
-	// the request; DroppedCalls counts those of them a rule removed.
+	// UndeclaredCalls, FilteredCalls and DroppedCalls are what
+	// tools_filter counted before CountUnexpectedCall; Counts adds them
+	// in. Transitional: they go once tools_filter counts through it.
 	UndeclaredCalls, FilteredCalls, DroppedCalls int
-	unexpected                                   map[string]string // call id -> the reason it is counted under
+
+	counts     Counts
+	unexpected map[string]string // call key -> the reason it is counted under
 
 	// Replacer resolves Caddy placeholders for rules with conditions on
 	// the request; the handler sets the request's own. Nil resolves only
@@ -243,9 +238,97 @@ func (x *Exchange) CallBuffered(n int) { x.callBufs = append(x.callBufs, n) }
 // CallBuffers returns what CallBuffered recorded, one entry per call.
 func (x *Exchange) CallBuffers() []int { return x.callBufs }
 
+// Counts is what the rules did to one request's tools and calls, for the
+// handler's metrics, access log fields and explain header.
+type Counts struct {
+	// Converted counts the tool definitions, history calls, call outputs
+	// and tool_choice selectors rules rewrote into another tool's shape on
+	// the way to the upstream (CountConverted).
+	Converted int
+	// Restored counts the upstream's calls given back their client-side
+	// shape: the call tracker counts each call once per rule that restores
+	// it (a CallRelayer's call is counted by the stage it relays to).
+	Restored int
+	// PatchInvalid counts restored apply_patch inputs that normalisation
+	// could not bring into Codex's grammar (CountPatchInvalid).
+	PatchInvalid int
+	// UndeclaredCalls counts the response's calls to tools the client
+	// never declared, once per call (CountUnexpectedCall).
+	UndeclaredCalls int
+	// FilteredCalls counts the response's calls to tools a rule filtered
+	// out of the request, once per call (CountUnexpectedCall).
+	FilteredCalls int
+	// DroppedCalls counts the unexpected calls a rule removed from the
+	// response (CountUnexpectedCall with dropped).
+	DroppedCalls int
+}
+
+// Counts returns what the rules have counted so far for this request.
+func (x *Exchange) Counts() Counts {
+	c := x.counts
+	c.UndeclaredCalls += x.UndeclaredCalls
+	c.FilteredCalls += x.FilteredCalls
+	c.DroppedCalls += x.DroppedCalls
+	return c
+}
+
+// CountConverted records that the running rule rewrote n tool definitions,
+// history calls, call outputs or tool_choice selectors into another tool's
+// shape on the way to the upstream. The call tracker counts the calls it
+// restores on the way back; what a rule converts, it counts itself.
+func (x *Exchange) CountConverted(n int) {
+	if n > 0 {
+		x.counts.Converted += n
+	}
+}
+
+// CountPatchInvalid records one restored apply_patch input that
+// normalisation could not bring into Codex's grammar.
+func (x *Exchange) CountPatchInvalid() { x.counts.PatchInvalid++ }
+
+// CountUnexpectedCall records one of the response's calls to a tool the
+// request did not offer: reason "undeclared" for a tool the client never
+// declared (Counts.UndeclaredCalls), any other reason, the one a rule
+// filtered it for, for a tool removed from the request
+// (Counts.FilteredCalls); dropped says the rule removes the call
+// (Counts.DroppedCalls). key identifies the call across rules (its call
+// id, or item id), "" when it has none: a call counted before under the
+// same key, by a rule nearer the upstream, is counted once, under the
+// later reason (a rule that filtered the tool knows better than one that
+// never saw it). The call is also a decision (drop_unexpected_call or
+// pass_unexpected_call on tool, with reason) and a warning in the log.
+func (x *Exchange) CountUnexpectedCall(tool ToolID, key, reason string, dropped bool) {
+	if key != "" {
+		if prev, ok := x.NoteUnexpected(key, reason); ok {
+			if prev == "undeclared" {
+				x.counts.UndeclaredCalls--
+			} else {
+				x.counts.FilteredCalls--
+			}
+		}
+	}
+	if reason == "undeclared" {
+		x.counts.UndeclaredCalls++
+	} else {
+		x.counts.FilteredCalls++
+	}
+	action := "pass_unexpected_call"
+	if dropped {
+		x.counts.DroppedCalls++
+		action = "drop_unexpected_call"
+	}
+	x.Decide(tool.Display(), action, reason)
+	if x.Logger != nil {
+		x.Logger.Warn("llm_transform: upstream called a tool the request did not offer",
+			zap.String("tool", tool.Display()), zap.String("reason", reason), zap.Bool("dropped", dropped))
+	}
+}
+
 // NoteUnexpected records that the response's call callID is counted as
 // unexpected for reason, and returns the reason it was counted under
 // before, if a rule nearer the upstream counted it already.
+// Transitional: CountUnexpectedCall does this and the counting; it goes
+// once tools_filter uses that.
 func (x *Exchange) NoteUnexpected(callID, reason string) (prev string, counted bool) {
 	if x.unexpected == nil {
 		x.unexpected = map[string]string{}

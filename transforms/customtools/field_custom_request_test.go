@@ -318,8 +318,8 @@ func TestCodexFixtureRequest(t *testing.T) {
 	if out[:start] != string(body[:start]) {
 		t.Fatal("bytes before tools changed")
 	}
-	if x.Converted != 1 || !x.WantsResponse() {
-		t.Fatalf("converted %d", x.Converted)
+	if x.Counts().Converted != 1 || !x.WantsResponse() {
+		t.Fatalf("converted %d", x.Counts().Converted)
 	}
 }
 

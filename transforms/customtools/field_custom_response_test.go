@@ -27,8 +27,8 @@ func TestResponseRestoresOnlyConvertedCalls(t *testing.T) {
 		`{"id":"fc_2","type":"function_call","status":"completed","call_id":"c2","name":"read","arguments":"{\"input\":\"native\"}"},`+
 		`{"id":"fc_3","type":"custom_tool_call","status":"completed","call_id":"c3","name":"apply_patch","input":"*** Begin Patch\n*** Add File: x\n+hello\n*** End Patch\n"}`+
 		`],"usage":{"input_tokens":1}}`)
-	if x.Restored != 2 {
-		t.Fatalf("restored = %d, want 2", x.Restored)
+	if x.Counts().Restored != 2 {
+		t.Fatalf("restored = %d, want 2", x.Counts().Restored)
 	}
 }
 
@@ -130,8 +130,8 @@ func TestInvalidPatchIsCounted(t *testing.T) {
 				logged++
 			}
 		}
-		if x.PatchInvalid != tc.invalid || logged != tc.invalid || x.Restored != 1 {
-			t.Fatalf("%q: invalid %d, logged %d, restored %d", tc.input, x.PatchInvalid, logged, x.Restored)
+		if x.Counts().PatchInvalid != tc.invalid || logged != tc.invalid || x.Counts().Restored != 1 {
+			t.Fatalf("%q: invalid %d, logged %d, restored %d", tc.input, x.Counts().PatchInvalid, logged, x.Counts().Restored)
 		}
 	}
 }

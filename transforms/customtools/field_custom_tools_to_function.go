@@ -315,7 +315,7 @@ func (t *CustomToolsToFunction) RewriteRequest(x *transforms.Exchange, body []by
 		x.Tools().Link(t, transforms.ToolID{Type: "custom", Namespace: id.ns, Name: id.name}, transforms.ToolID{Type: "function", Namespace: id.ns, Name: id.name})
 		p.rec.converted++
 	}
-	x.Converted += p.converted
+	x.CountConverted(p.converted)
 	return w.Rewrite(), nil
 }
 
@@ -752,7 +752,7 @@ func (c *customArgs) Finish(raw []byte) []byte {
 		// it, but operators should see how often that happens.
 		// in is not written again: Validate may read it without a copy.
 		if err := patchfmt.Validate(unsafe.String(unsafe.SliceData(in), len(in))); err != nil {
-			c.x.PatchInvalid++
+			c.x.CountPatchInvalid()
 			c.x.Decide(c.id.String(), "patch_invalid", err.Error())
 		}
 	}

@@ -339,7 +339,7 @@ func (t *ToolsPlan) OpenCall(x *transforms.Exchange, up transforms.ToolID) (tran
 			return transforms.ToolID{}, nil, false
 		}
 	}
-	args := transforms.PassArgs{Limit: x.Limits.MaxCallBuffer}
+	var args transforms.PassArgs // held to the exchange's max_call_buffer
 	if client.Type == "function" {
 		if t.custom != nil {
 			if _, converted := x.Tools().Client(t.custom, client); converted {

@@ -131,8 +131,8 @@ func TestToolsPlanResponseRestoresEveryItemType(t *testing.T) {
 			t.Fatalf("untouched call changed: %s\n%s", s, out)
 		}
 	}
-	if x.Restored != 10 {
-		t.Fatalf("restored = %d, want 10", x.Restored)
+	if x.Counts().Restored != 10 {
+		t.Fatalf("restored = %d, want 10", x.Counts().Restored)
 	}
 
 	// What the official SDK reads.
@@ -273,8 +273,8 @@ func TestToolsPlanResponseCustomApplyPatch(t *testing.T) {
 	if c := o[0].AsCustomToolCall(); o[0].Type != "custom_tool_call" || c.Name != "apply_patch" || c.Input != patch || c.CallID != "call_p" {
 		t.Fatalf("custom_tool_call: %+v", c)
 	}
-	if x.Restored != 3 {
-		t.Fatalf("restored = %d, want 3", x.Restored)
+	if x.Counts().Restored != 3 {
+		t.Fatalf("restored = %d, want 3", x.Counts().Restored)
 	}
 }
 
@@ -626,8 +626,8 @@ func TestToolsPlanUnknownCallsPassUntouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(out) != body || x.Restored != 0 {
-		t.Fatalf("changed (%d restored):\n%s", x.Restored, out)
+	if string(out) != body || x.Counts().Restored != 0 {
+		t.Fatalf("changed (%d restored):\n%s", x.Counts().Restored, out)
 	}
 	calls := transformtest.FunctionCallStream(0, 0, "fc_1", "c1", "computer_use_preview", `{"action":{"type":"screenshot"}}`, 5, true)
 	up := transformtest.SSE(append(calls, `{"type":"response.completed","sequence_number":`+transformtest.Itoa(len(calls))+`,"response":{"id":"r","output":[`+upFC("fc_1", "c1", "computer_use_preview", `{"action":{"type":"screenshot"}}`)+`]}}`)...)
@@ -687,8 +687,8 @@ func TestToolsPlanChainedWithFieldCustomRestoresOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			transformtest.JSONEqual(t, out, `{"id":"r","output":[`+custom+`,`+ls+`]}`)
-			if x.Restored != 2 {
-				t.Fatalf("restored = %d, want 2", x.Restored)
+			if x.Counts().Restored != 2 {
+				t.Fatalf("restored = %d, want 2", x.Counts().Restored)
 			}
 			if ct := transformtest.SDKResponse(t, out).Output[0].AsCustomToolCall(); ct.Input != patch {
 				t.Fatalf("custom call: %+v", ct)
@@ -743,8 +743,8 @@ func TestToolsPlanCustomToolRenamedAndFlattened(t *testing.T) {
 	}
 	// Two upstream calls given back their client shape: two, however many
 	// stages of the rule took part.
-	if x.Restored != 2 {
-		t.Errorf("JSON: restored = %d, want 2", x.Restored)
+	if x.Counts().Restored != 2 {
+		t.Errorf("JSON: restored = %d, want 2", x.Counts().Restored)
 	}
 
 	up := append(transformtest.FunctionCallStream(0, 0, "fc_1", "c1", "files_write", `{"input":"hello\nworld"}`, 4, true),
@@ -752,8 +752,8 @@ func TestToolsPlanCustomToolRenamedAndFlattened(t *testing.T) {
 	up = append(up, `{"type":"response.completed","sequence_number":30,"response":{"output":[`+upFC("fc_1", "c1", "files_write", `{"input":"hello\nworld"}`)+`,`+
 		upFC("fc_2", "c2", "functions__apply_patch", `{"input":"*** Begin Patch\n*** Delete File: a\n*** End Patch"}`)+`]}}`)
 	got, sx := planStreamExchange(t, req, transformtest.SSE(up...))
-	if sx.Restored != 2 {
-		t.Errorf("stream: restored = %d, want 2", sx.Restored)
+	if sx.Counts().Restored != 2 {
+		t.Errorf("stream: restored = %d, want 2", sx.Counts().Restored)
 	}
 	evs := transformtest.SDKEvents(t, got)
 	if strings.Contains(got, "function_call") {
@@ -832,8 +832,8 @@ func TestToolsPlanChatRestoresOriginalNames(t *testing.T) {
 		tc[2].Custom.Name != "apply.patch" || tc[2].Custom.Input != "raw text" || tc[4].Function.Name != "unknown_tool" {
 		t.Fatalf("SDK tool calls: %+v", tc)
 	}
-	if x.Restored != 3 {
-		t.Fatalf("restored = %d, want 3", x.Restored)
+	if x.Counts().Restored != 3 {
+		t.Fatalf("restored = %d, want 3", x.Counts().Restored)
 	}
 }
 
@@ -899,8 +899,8 @@ func TestToolsPlanChatStreamRenamedCustom(t *testing.T) {
 	)
 	var x *transforms.Exchange
 	got := transformtest.ReplayAll(t, func() *transforms.Exchange { x = transformtest.ChatExchange(t, planRules, planChatRequest); return x }, up)
-	if x.Restored != 1 {
-		t.Errorf("restored = %d, want 1", x.Restored)
+	if x.Counts().Restored != 1 {
+		t.Errorf("restored = %d, want 1", x.Counts().Restored)
 	}
 	cs, done := transformtest.ChatChunks(t, got)
 	if !done {
@@ -1302,7 +1302,7 @@ func TestToolsPlanRestoresEveryRound(t *testing.T) {
 			t.Fatalf("round %d stream:\n%s", round, got)
 		}
 	}
-	if x.Restored != 4 {
-		t.Fatalf("restored = %d, want 4", x.Restored)
+	if x.Counts().Restored != 4 {
+		t.Fatalf("restored = %d, want 4", x.Counts().Restored)
 	}
 }
