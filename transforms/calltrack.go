@@ -167,13 +167,25 @@ func (p *PassArgs) Finish(raw []byte) []byte { return raw }
 // NewCallStream returns the stream stage that restores p's calls in a
 // stream of x's upstream-side protocol at the running rule.
 func NewCallStream(x *Exchange, p CallPolicy) StreamTransform {
+	if j, ok := p.(JudgeOnly); ok {
+		if x.Protocol() != ProtocolResponses && x.Protocol() != ProtocolChat {
+			return nil
+		}
+		return newJudgedStream(x, j.CallJudge, nil)
+	}
+	var st StreamTransform
 	switch x.Protocol() {
 	case ProtocolResponses:
-		return newResponsesCalls(x, limitCalls(p))
+		st = newResponsesCalls(x, limitCalls(p))
 	case ProtocolChat:
-		return newChatCalls(x, limitCalls(p))
+		st = newChatCalls(x, limitCalls(p))
+	default:
+		return nil
 	}
-	return nil
+	if j, ok := p.(CallJudge); ok {
+		return newJudgedStream(x, j, st)
+	}
+	return st
 }
 
 // RestoreCalls rewrites p's calls in a complete response body of the
@@ -182,6 +194,12 @@ func NewCallStream(x *Exchange, p CallPolicy) StreamTransform {
 func RestoreCalls(x *Exchange, p CallPolicy, body []byte) []byte {
 	if !jsonspan.Valid(body) {
 		return body
+	}
+	if j, ok := p.(JudgeOnly); ok {
+		return x.ApplyEdits(body, judgeBody(x, j.CallJudge, body))
+	}
+	if j, ok := p.(CallJudge); ok {
+		body = x.ApplyEdits(body, judgeBody(x, j, body))
 	}
 	switch x.Protocol() {
 	case ProtocolResponses:

@@ -17,22 +17,34 @@ import (
 // until the name shows whose call it is.
 
 type chatCalls struct {
-	p       CallPolicy
-	x       *Exchange
-	calls   map[chatKey]*chatCall
-	pending map[chatKey]*chatPending
-	// order holds each choice's open calls in arrival order, and held its
-	// keys held without a name (some since named): per choice, so that
-	// finishing a choice costs its own calls, not every choice's.
-	order   map[int64][]chatKey
-	held    map[int64][]chatKey
-	meta    []byte           // id/created/model of the last chunk, for synthesized chunks
-	dropped map[chatKey]bool // calls abandoned mid-way; their fragments are swallowed
-	native  map[chatKey]bool // calls that are not the policy's; their fragments pass
+	p     CallPolicy
+	x     *Exchange
+	table ChatCalls[chatState]
+	// live counts the calls restored or held and not yet finished, and
+	// dropped is set once one was abandoned: until then a chunk without
+	// tool_calls passes without a walk.
+	live    int
+	dropped bool
+	meta    []byte // id/created/model of the last chunk, for synthesized chunks
 	buf     []byte
 }
 
-type chatKey struct{ choice, index int64 }
+// chatState is what the tracker does with one call's fragments.
+type chatState struct {
+	kind chatKind
+	call *chatCall // chatRestored
+	held []byte    // chatHeld: the arguments so far, decoded
+}
+
+type chatKind uint8
+
+const (
+	chatUnseen   chatKind = iota // no fragment told whose call it is yet
+	chatHeld                     // first fragments came without a name: held until it shows
+	chatRestored                 // the policy's: restored fragment by fragment
+	chatNative                   // not the policy's: its fragments pass
+	chatDropped                  // abandoned or finished: its fragments are swallowed
+)
 
 type chatCall struct {
 	client  ToolID
@@ -40,15 +52,8 @@ type chatCall struct {
 	emitted sentText
 }
 
-// chatPending is a first fragment that arrived without a name.
-type chatPending struct {
-	id   []byte // raw id value
-	args []byte
-}
-
 func newChatCalls(x *Exchange, p CallPolicy) *chatCalls {
-	return &chatCalls{p: p, x: x, calls: map[chatKey]*chatCall{}, pending: map[chatKey]*chatPending{},
-		order: map[int64][]chatKey{}, held: map[int64][]chatKey{}}
+	return &chatCalls{p: p, x: x}
 }
 
 // textField is the member of a client entry that holds the call's text.
@@ -66,13 +71,6 @@ func entryType(client ToolID) string {
 	return "function"
 }
 
-func (s *chatCalls) markNative(key chatKey) {
-	if s.native == nil {
-		s.native = map[chatKey]bool{}
-	}
-	s.native[key] = true
-}
-
 func (s *chatCalls) Event(ev *Event, emit Emit) error {
 	d := bytes.TrimSpace(ev.Data)
 	if bytes.Equal(d, doneData) {
@@ -88,35 +86,36 @@ func (s *chatCalls) Event(ev *Event, emit Emit) error {
 		s.abandon("upstream error object")
 		return emit(ev)
 	}
-	if len(s.calls) == 0 && len(s.pending) == 0 && len(s.dropped) == 0 && !bytes.Contains(d, []byte(`"tool_calls"`)) {
+	if s.live == 0 && !s.dropped && !bytes.Contains(d, []byte(`"tool_calls"`)) {
 		return emit(ev)
 	}
 	return s.chunk(ev, d, emit)
 }
 
 func (s *chatCalls) End(emit Emit) error {
-	if len(s.calls) > 0 || len(s.pending) > 0 {
+	if s.live > 0 {
 		s.abandon("stream ended before the calls completed")
 	}
 	return nil
 }
 
 func (s *chatCalls) abandon(reason string) {
-	if s.dropped == nil {
-		s.dropped = map[chatKey]bool{}
+	s.dropped = true
+	for _, choice := range s.table.Choices() {
+		for _, c := range s.table.Of(choice) {
+			st := &c.State
+			switch st.kind {
+			case chatRestored:
+				abandonCall(s.x, st.call.client, st.call.h, reason)
+				releaseCall(st.call.h)
+			case chatHeld:
+			default:
+				continue
+			}
+			*st = chatState{kind: chatDropped}
+		}
 	}
-	for k, c := range s.calls {
-		abandonCall(s.x, c.client, c.h, reason)
-		releaseCall(c.h)
-		delete(s.calls, k)
-		s.dropped[k] = true
-	}
-	for k := range s.pending {
-		delete(s.pending, k)
-		s.dropped[k] = true
-	}
-	clear(s.order)
-	clear(s.held)
+	s.live = 0
 }
 
 func parseIndex(doc []byte, sp jsonspan.Span) (int64, bool) {
@@ -294,17 +293,6 @@ func appendToolCalls(b []byte, entries [][]byte) []byte {
 	return append(b, ']')
 }
 
-// entryFields are the members of a streamed tool_calls fragment the
-// tracker reads, at the positions of the constants below.
-var entryFields = []string{"index", "id", "function", "type"}
-
-const (
-	entryIndex = iota
-	entryID
-	entryFunction
-	entryTypeField
-)
-
 // entry handles one tool_calls fragment. mine reports that the fragment
 // belongs to a restored or held call; out is then its replacement (nil:
 // drop it for now).
@@ -312,69 +300,55 @@ func (s *chatCalls) entry(d []byte, el jsonspan.Span, choice int64) (out []byte,
 	if d[el.Start] != '{' {
 		return nil, false, nil
 	}
-	var f [4]jsonspan.Span
-	jsonspan.ObjectFields(d, el.Start, entryFields, f[:])
-	idx, ok := parseIndex(d, f[entryIndex])
-	if !ok {
+	f, _ := ReadChatFragment(d, el.Start)
+	if !f.HasIndex {
 		return nil, false, nil
 	}
-	key := chatKey{choice, idx}
-	if s.dropped[key] {
-		return nil, true, nil
-	}
-	if s.native[key] {
-		return nil, false, nil
-	}
-	var name string
+	c, _ := s.table.Place(choice, &f)
+	st := &c.State
 	var frag []byte
-	if f[entryFunction].Start >= 0 && d[f[entryFunction].Start] == '{' {
-		var g [2]jsonspan.Span
-		jsonspan.ObjectFields(d, f[entryFunction].Start, []string{"name", "arguments"}, g[:])
-		name, _ = jsonspan.StringValue(d, g[0])
-		if g[1].Start >= 0 && d[g[1].Start] == '"' {
-			s.buf = jsonspan.Unescape(s.buf[:0], d[g[1].Start+1:g[1].End-1])
-			frag = s.buf
-		}
+	if f.Args != nil && !f.Custom {
+		s.buf = jsonspan.Unescape(s.buf[:0], f.Args)
+		frag = s.buf
 	}
-	if c := s.calls[key]; c != nil {
-		return s.fragment(key, c, frag, nil, false)
-	}
-	if p := s.pending[key]; p != nil {
-		p.args = append(p.args, frag...)
-		if err := s.checkHeld(p); err != nil {
+	switch st.kind {
+	case chatDropped:
+		return nil, true, nil
+	case chatNative:
+		return nil, false, nil
+	case chatRestored:
+		return s.fragment(c, frag, nil, false)
+	case chatHeld:
+		st.held = append(st.held, frag...)
+		if err := s.checkHeld(st.held); err != nil {
 			return nil, true, err
 		}
-		if name == "" {
+		if c.Name == "" {
 			return nil, true, nil
 		}
-		delete(s.pending, key)
-		return s.open(key, name, p.id, p.args, p)
+		return s.open(c, c.ID, st.held, true)
 	}
-	if name == "" {
-		if f[entryFunction].Start < 0 && !jsonspan.IsString(d, f[entryTypeField], "function") {
-			return nil, false, nil // not a function fragment at all
-		}
-		if f[entryID].Start < 0 {
-			return nil, false, nil
+	if f.Custom {
+		st.kind = chatNative // the upstream's own custom call
+		return nil, false, nil
+	}
+	if c.Name == "" {
+		if !f.Call && !f.Typed || c.ID == nil {
+			return nil, false, nil // not a function fragment, or nothing to hold by
 		}
 		// A first fragment without a name: hold it until the name shows
 		// which tool it is.
-		p := &chatPending{id: bytes.Clone(d[f[entryID].Start:f[entryID].End]), args: bytes.Clone(frag)}
-		s.pending[key] = p
-		s.held[key.choice] = append(s.held[key.choice], key)
-		return nil, true, s.checkHeld(p)
+		st.kind, st.held = chatHeld, append([]byte(nil), frag...)
+		s.live++
+		return nil, true, s.checkHeld(st.held)
 	}
-	var rawID []byte
-	if f[entryID].Start >= 0 {
-		rawID = d[f[entryID].Start:f[entryID].End]
-	}
-	return s.open(key, name, rawID, frag, nil)
+	return s.open(c, f.ID, frag, false)
 }
 
 // checkHeld applies max_call_buffer to fragments held without a name.
-func (s *chatCalls) checkHeld(p *chatPending) error {
+func (s *chatCalls) checkHeld(held []byte) error {
 	limit := s.x.Limits.MaxCallBuffer
-	if limit <= 0 || len(p.args) <= limit {
+	if limit <= 0 || len(held) <= limit {
 		return nil
 	}
 	s.abandon("held arguments exceed max_call_buffer")
@@ -385,25 +359,31 @@ func (s *chatCalls) checkHeld(p *chatPending) error {
 // open starts a restored call once its name is known. A call that is not
 // the policy's passes: untouched when it came named, or, when fragments
 // were held for it, as one ordinary fragment merging what was held.
-func (s *chatCalls) open(key chatKey, name string, rawID, args []byte, held *chatPending) ([]byte, bool, error) {
-	client, h, ok := s.p.OpenCall(s.x, ToolID{Type: "function", Name: name})
+func (s *chatCalls) open(c *ChatCall[chatState], rawID, args []byte, held bool) ([]byte, bool, error) {
+	st := &c.State
+	client, h, ok := s.p.OpenCall(s.x, ToolID{Type: "function", Name: c.Name})
 	if !ok {
-		s.markNative(key)
-		if held == nil {
+		if !held {
+			st.kind = chatNative
 			return nil, false, nil
 		}
-		return heldFragment(key, held, name), true, nil
+		s.live--
+		out := heldFragment(c.Key, c.ID, args, c.Name)
+		*st = chatState{kind: chatNative}
+		return out, true, nil
 	}
-	c := &chatCall{client: client, h: h}
-	s.calls[key] = c
-	s.order[key.choice] = append(s.order[key.choice], key)
+	if !held {
+		s.live++
+	}
+	*st = chatState{kind: chatRestored, call: &chatCall{client: client, h: h}}
 	s.x.Decide(client.String(), "restore_call", "chat stream header of a call to restore")
-	return s.fragment(key, c, args, rawID, true)
+	return s.fragment(c, args, rawID, true)
 }
 
 // fragment decodes argument text; first renders the call's first entry,
 // otherwise a text fragment (nil when nothing is decodable yet).
-func (s *chatCalls) fragment(key chatKey, c *chatCall, frag, rawID []byte, first bool) ([]byte, bool, error) {
+func (s *chatCalls) fragment(cc *ChatCall[chatState], frag, rawID []byte, first bool) ([]byte, bool, error) {
+	c, key := cc.State.call, cc.Key
 	var text []byte
 	if len(frag) > 0 {
 		var err error
@@ -434,9 +414,9 @@ func (s *chatCalls) fragment(key chatKey, c *chatCall, frag, rawID []byte, first
 }
 
 // entryHead starts a tool_calls entry: its index, and its id when known.
-func entryHead(key chatKey, rawID []byte) []byte {
+func entryHead(key ChatCallKey, rawID []byte) []byte {
 	b := []byte(`{"index":`)
-	b = strconv.AppendInt(b, key.index, 10)
+	b = strconv.AppendInt(b, key.Index, 10)
 	if len(rawID) > 0 {
 		b = append(b, `,"id":`...)
 		b = append(b, rawID...)
@@ -444,7 +424,7 @@ func entryHead(key chatKey, rawID []byte) []byte {
 	return b
 }
 
-func textFragment(key chatKey, client ToolID, text []byte) []byte {
+func textFragment(key ChatCallKey, client ToolID, text []byte) []byte {
 	b := entryHead(key, nil)
 	b = append(b, `,"`...)
 	b = append(b, entryType(client)...)
@@ -457,8 +437,8 @@ func textFragment(key chatKey, client ToolID, text []byte) []byte {
 
 // heldFragment hands out fragments held for a call that turned out not to
 // be the policy's, merged into one ordinary fragment.
-func heldFragment(key chatKey, p *chatPending, name string) []byte {
-	b := entryHead(key, p.id)
+func heldFragment(key ChatCallKey, rawID, args []byte, name string) []byte {
+	b := entryHead(key, rawID)
 	b = append(b, `,"type":"function","function":{`...)
 	if name != "" {
 		b = append(b, `"name":`...)
@@ -466,7 +446,7 @@ func heldFragment(key chatKey, p *chatPending, name string) []byte {
 		b = append(b, ',')
 	}
 	b = append(b, `"arguments":`...)
-	b = jsonspan.AppendString(b, p.args)
+	b = jsonspan.AppendString(b, args)
 	return append(b, "}}"...)
 }
 
@@ -476,13 +456,21 @@ func heldFragment(key chatKey, p *chatPending, name string) []byte {
 func (s *chatCalls) finishChoice(choice int64, length bool) ([][]byte, bool) {
 	var out [][]byte
 	any := false
-	for _, key := range s.order[choice] {
-		c := s.calls[key]
-		if c == nil {
+	var held []*ChatCall[chatState]
+	for _, cc := range s.table.Of(choice) {
+		st := &cc.State
+		switch st.kind {
+		case chatHeld:
+			held = append(held, cc)
+			continue
+		case chatRestored:
+		default:
 			continue
 		}
 		any = true
-		delete(s.calls, key)
+		s.live--
+		c := st.call
+		*st = chatState{kind: chatDropped}
 		if length {
 			abandonCall(s.x, c.client, c.h, "finish_reason length cut the call short")
 			releaseCall(c.h)
@@ -492,26 +480,19 @@ func (s *chatCalls) finishChoice(choice int64, length bool) ([][]byte, bool) {
 		countRestored(s.x, c.h)
 		final := c.h.Finish(c.h.Raw())
 		if rest, ok := c.emitted.rest(final); ok && len(rest) > 0 {
-			out = append(out, textFragment(key, c.client, rest))
+			out = append(out, textFragment(cc.Key, c.client, rest))
 		} else if !ok {
 			s.x.Decide(c.client.String(), "input_mismatch", "final arguments differ from the streamed ones")
 		}
 		releaseCall(c.h)
 	}
-	delete(s.order, choice)
 	// Held fragments that never got a name are handed out as they came,
 	// merged, in index order: they were never shown to be the policy's.
-	var held []chatKey
-	for _, key := range s.held[choice] {
-		if s.pending[key] != nil {
-			held = append(held, key)
-		}
-	}
-	delete(s.held, choice)
-	slices.SortFunc(held, func(a, b chatKey) int { return cmp.Compare(a.index, b.index) })
-	for _, key := range held {
-		out = append(out, heldFragment(key, s.pending[key], ""))
-		delete(s.pending, key)
+	slices.SortFunc(held, func(a, b *ChatCall[chatState]) int { return cmp.Compare(a.Key.Index, b.Key.Index) })
+	for _, cc := range held {
+		out = append(out, heldFragment(cc.Key, cc.ID, cc.State.held, ""))
+		cc.State = chatState{kind: chatNative}
+		s.live--
 		any = true
 	}
 	return out, any
@@ -520,18 +501,11 @@ func (s *chatCalls) finishChoice(choice int64, length bool) ([][]byte, bool) {
 // flushAll completes whatever is still open when [DONE] arrives without a
 // finish_reason, in a chunk of its own.
 func (s *chatCalls) flushAll(emit Emit) error {
-	if len(s.calls) == 0 && len(s.pending) == 0 {
+	if s.live == 0 {
 		return nil
 	}
-	var choices []int64
-	for choice := range s.order {
-		choices = append(choices, choice)
-	}
-	for choice := range s.held {
-		choices = append(choices, choice)
-	}
+	choices := s.table.Choices()
 	slices.Sort(choices)
-	choices = slices.Compact(choices)
 	for _, choice := range choices {
 		rest, _ := s.finishChoice(choice, false)
 		if len(rest) == 0 {

@@ -450,7 +450,7 @@ func (s *responsesCalls) Event(ev *Event, emit Emit) error {
 	}
 	typ, seq, fast := s.x.openAIHead(d)
 	if !fast {
-		typ = jsonspan.Lookup(d, 0, "type")
+		typ, seq = s.x.headOf(d)
 	}
 	if typ.Start < 0 {
 		return emit(ev)

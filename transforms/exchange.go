@@ -54,11 +54,6 @@ type Exchange struct {
 	// JSON; such a body is forwarded exactly as received.
 	Invalid bool
 
-	// UndeclaredCalls, FilteredCalls and DroppedCalls are what
-	// tools_filter counted before CountUnexpectedCall; Counts adds them
-	// in. Transitional: they go once tools_filter counts through it.
-	UndeclaredCalls, FilteredCalls, DroppedCalls int
-
 	counts     Counts
 	unexpected map[string]string // call key -> the reason it is counted under
 
@@ -98,12 +93,15 @@ type Exchange struct {
 	head eventHead
 }
 
-// eventHead is the OpenAI-shaped head of one event's data, keyed by the
-// data's address: valid while the event is handled, as its bytes are.
+// eventHead is the head of one event's data (its type and
+// sequence_number), keyed by the data's address: valid while the event is
+// handled, as its bytes are. known says typ and seq were read, in one walk
+// whatever the order of the members; ok that they lead the event the way
+// OpenAI writes them, which the fast paths that work on bytes need.
 type eventHead struct {
-	data     []byte
-	typ, seq jsonspan.Span
-	ok       bool
+	data      []byte
+	typ, seq  jsonspan.Span
+	ok, known bool
 }
 
 // openAIHead is openAIHead, read from the memo when d is the event being
@@ -113,6 +111,14 @@ func (x *Exchange) openAIHead(d []byte) (typ, seq jsonspan.Span, ok bool) {
 		return h.typ, h.seq, h.ok
 	}
 	return openAIHead(d)
+}
+
+// headOf is head, read from the memo when d is the event being handled.
+func (x *Exchange) headOf(d []byte) (typ, seq jsonspan.Span) {
+	if h := &x.head; h.known && jsonspan.SameSlice(d, h.data) {
+		return h.typ, h.seq
+	}
+	return head(d)
 }
 
 // NewExchange prepares the record for one request in the client's protocol.
@@ -264,13 +270,7 @@ type Counts struct {
 }
 
 // Counts returns what the rules have counted so far for this request.
-func (x *Exchange) Counts() Counts {
-	c := x.counts
-	c.UndeclaredCalls += x.UndeclaredCalls
-	c.FilteredCalls += x.FilteredCalls
-	c.DroppedCalls += x.DroppedCalls
-	return c
-}
+func (x *Exchange) Counts() Counts { return x.counts }
 
 // CountConverted records that the running rule rewrote n tool definitions,
 // history calls, call outputs or tool_choice selectors into another tool's
@@ -299,7 +299,12 @@ func (x *Exchange) CountPatchInvalid() { x.counts.PatchInvalid++ }
 // pass_unexpected_call on tool, with reason) and a warning in the log.
 func (x *Exchange) CountUnexpectedCall(tool ToolID, key, reason string, dropped bool) {
 	if key != "" {
-		if prev, ok := x.NoteUnexpected(key, reason); ok {
+		if x.unexpected == nil {
+			x.unexpected = map[string]string{}
+		}
+		prev, ok := x.unexpected[key]
+		x.unexpected[key] = reason
+		if ok {
 			if prev == "undeclared" {
 				x.counts.UndeclaredCalls--
 			} else {
@@ -322,20 +327,6 @@ func (x *Exchange) CountUnexpectedCall(tool ToolID, key, reason string, dropped 
 		x.Logger.Warn("llm_transform: upstream called a tool the request did not offer",
 			zap.String("tool", tool.Display()), zap.String("reason", reason), zap.Bool("dropped", dropped))
 	}
-}
-
-// NoteUnexpected records that the response's call callID is counted as
-// unexpected for reason, and returns the reason it was counted under
-// before, if a rule nearer the upstream counted it already.
-// Transitional: CountUnexpectedCall does this and the counting; it goes
-// once tools_filter uses that.
-func (x *Exchange) NoteUnexpected(callID, reason string) (prev string, counted bool) {
-	if x.unexpected == nil {
-		x.unexpected = map[string]string{}
-	}
-	prev, counted = x.unexpected[callID]
-	x.unexpected[callID] = reason
-	return prev, counted
 }
 
 // MarkToolsChanged records that the rule changed the tools or tool_choice

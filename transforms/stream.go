@@ -306,7 +306,12 @@ func (s *Stream) handle(ev *Event) error {
 	if ev.Data != nil && s.upResponses {
 		h := &s.x.head
 		h.typ, h.seq, h.ok = openAIHead(ev.Data)
-		if h.ok {
+		if !h.ok {
+			// Any other layout is read in one walk too, so that no stage
+			// and no later step walks the event again for its type.
+			h.typ, h.seq = headWalk(ev.Data)
+		}
+		if h.known = h.typ.Start >= 0 && ev.Data[h.typ.Start] == '"'; h.known {
 			// push's search, written out here: as a function it cost
 			// about 1 % of the engine's instructions.
 			typ := ev.Data[h.typ.Start:h.typ.End]
@@ -315,12 +320,13 @@ func (s *Stream) handle(ev *Event) error {
 				first++
 			}
 			if first == len(s.stages) {
-				if s.passThrough(ev, h.typ, h.seq) {
-					s.notePass(ev, h.seq)
-					return nil
+				passed := s.passThrough(ev, h.typ, h.seq)
+				if h.ok && (passed || !s.echo || !isLifecycle(ev.Data, h.typ)) {
+					s.notePass(ev, h.seq) // (write renumbers it)
 				}
-				if !s.echo || !isLifecycle(ev.Data, h.typ) {
-					s.notePass(ev, h.seq) // write renumbers it
+				if passed {
+					s.x.head = eventHead{}
+					return nil
 				}
 			}
 		}
@@ -516,15 +522,10 @@ func (s *Stream) passThrough(ev *Event, typ, seq jsonspan.Span) bool {
 
 // head reads an event's head, the upstream event's from the exchange's
 // memo.
-func (s *Stream) head(d []byte) (typ, seq jsonspan.Span) {
-	if typ, seq, ok := s.x.openAIHead(d); ok {
-		return typ, seq
-	}
-	return head(d)
-}
+func (s *Stream) head(d []byte) (typ, seq jsonspan.Span) { return s.x.headOf(d) }
 
 func (s *Stream) push(i int, ev *Event) error {
-	if ev == s.cur && s.x.head.ok && jsonspan.SameSlice(ev.Data, s.x.head.data) {
+	if ev == s.cur && s.x.head.known && jsonspan.SameSlice(ev.Data, s.x.head.data) {
 		// The upstream's event as it came (a stage may have given it new
 		// data): stages that do not handle its type pass it on without
 		// being asked.
@@ -668,6 +669,12 @@ func head(d []byte) (typ, seq jsonspan.Span) {
 	if typ, seq, ok := openAIHead(d); ok {
 		return typ, seq
 	}
+	return headWalk(d)
+}
+
+// headWalk is head for an event laid out any way: one walk of its members,
+// stopped once both are found.
+func headWalk(d []byte) (typ, seq jsonspan.Span) {
 	typ, seq = jsonspan.NoSpan(), jsonspan.NoSpan()
 	jsonspan.WalkMembers(d, 0, func(k jsonspan.Span, v int) int {
 		e := jsonspan.SkipValue(d, v)

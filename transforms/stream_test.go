@@ -514,3 +514,42 @@ func TestSpillToHandsOnOutputWithinARead(t *testing.T) {
 		}
 	}
 }
+
+// sortedKeys rewrites each event's data with every object's keys sorted
+// (encoding/json sorts map keys), so "type" no longer leads it.
+func sortedKeys(t *testing.T, evs []string) []string {
+	t.Helper()
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		var v any
+		if err := json.Unmarshal([]byte(e), &v); err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = string(b)
+	}
+	return out
+}
+
+// Events laid out with their keys sorted ("type" last but for a few) are
+// read as well as OpenAI's layout: the client gets the same events, the
+// converted call restored, the others as the upstream wrote them.
+func TestStreamWithSortedKeysSameAsOpenAILayout(t *testing.T) {
+	evs := []string{`{"type":"response.output_text.delta","sequence_number":0,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hi"}`}
+	evs = append(evs, transformtest.FunctionCallStream(1, 1, "fc_1", "c1", "apply_patch", `{"input":"*** Begin Patch\n*** End Patch"}`, 6, true)...)
+	evs = append(evs, `{"type":"response.output_text.delta","sequence_number":`+transformtest.Itoa(len(evs))+`,"item_id":"msg_2","output_index":2,"content_index":0,"delta":"bye"}`)
+	openai := transformtest.Events(t, transformtest.StreamCase(t, wildcard, patchRequest, transformtest.SSE(evs...)))
+	sorted := transformtest.Events(t, transformtest.StreamCase(t, wildcard, patchRequest, transformtest.SSE(sortedKeys(t, evs)...)))
+	a, _ := json.Marshal(openai)
+	b, _ := json.Marshal(sorted)
+	if string(a) != string(b) {
+		t.Fatalf("sorted layout:\n%s\nOpenAI layout:\n%s", b, a)
+	}
+	// The patch's deltas come a line at a time, and it ends in a newline.
+	if len(openai) != 7 || openai[1]["item"].(map[string]any)["type"] != "custom_tool_call" || transformtest.ConcatDeltas(openai, "response.custom_tool_call_input.delta") != "*** Begin Patch\n*** End Patch\n" || openai[6]["delta"] != "bye" {
+		t.Fatalf("events %s", a)
+	}
+}

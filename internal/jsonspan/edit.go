@@ -322,3 +322,15 @@ func RemoveMembers(doc []byte, vals []Span) []Edit {
 	}
 	return edits
 }
+
+// AppendArray appends a JSON array of the values at spans in doc.
+func AppendArray(dst, doc []byte, spans []Span) []byte {
+	dst = append(dst, '[')
+	for i, sp := range spans {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, doc[sp.Start:sp.End]...)
+	}
+	return append(dst, ']')
+}

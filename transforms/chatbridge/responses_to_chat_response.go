@@ -382,7 +382,7 @@ func (t *ResponsesToChat) NewStream(x *transforms.Exchange) transforms.StreamTra
 	if !rec.bridged {
 		return nil
 	}
-	s := &chatToResponses{out: bridgeOut{t: t, rec: rec}, x: x, calls: map[int]*streamCall{}, maxReasoning: t.maxReasoning}
+	s := &chatToResponses{out: bridgeOut{t: t, rec: rec}, x: x, maxReasoning: t.maxReasoning}
 	if b, ok := bridgeBufPool.Get().(*[]byte); ok {
 		s.buf = (*b)[:0]
 	}
@@ -421,9 +421,8 @@ type chatToResponses struct {
 	// still streams but is no longer held.
 	reasoningKept, maxReasoning int
 
-	calls     map[int]*streamCall // by Chat tool call index
-	callOrder []int
-	items     []*doneItem // finished items, for the final object
+	calls transforms.ChatCalls[*streamCall] // the answer's calls, until settled
+	items []*doneItem                       // finished items, for the final object
 
 	finish string
 	usage  []byte
@@ -485,7 +484,7 @@ func (s *chatToResponses) Release() {
 		bridgeBufPool.Put(&b)
 	}
 	s.buf = nil
-	s.items, s.calls, s.callOrder, s.openText = nil, nil, nil, rope{}
+	s.items, s.calls, s.openText = nil, transforms.ChatCalls[*streamCall]{}, rope{}
 }
 
 func (s *chatToResponses) begin(typ string) []byte {
@@ -985,75 +984,22 @@ func (s *chatToResponses) itemSize(it *doneItem) int {
 // callDelta handles one tool_calls fragment, keyed by its index: the call
 // is announced once its name is known; argument bytes stream live.
 func (s *chatToResponses) callDelta(emit transforms.Emit, d []byte, at int) (int, error) {
-	// One walk of the fragment, its function object included.
-	index, idSp, nameSp, argsSp := jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan()
-	end := jsonspan.WalkMembers(d, at, func(k jsonspan.Span, v int) int {
-		if v >= len(d) {
-			return -1
-		}
-		switch jsonspan.KeyName(d, k) {
-		case "function":
-			if d[v] != '{' {
-				break
-			}
-			return jsonspan.WalkMembers(d, v, func(k jsonspan.Span, v int) int {
-				if v >= len(d) {
-					return -1
-				}
-				e := jsonspan.SkipValue(d, v)
-				switch jsonspan.KeyName(d, k) {
-				case "name":
-					nameSp = jsonspan.Span{Start: v, End: e}
-				case "arguments":
-					argsSp = jsonspan.Span{Start: v, End: e}
-				}
-				return e
-			})
-		case "index":
-			e := jsonspan.SkipValue(d, v)
-			index = jsonspan.Span{Start: v, End: e}
-			return e
-		case "id":
-			e := jsonspan.SkipValue(d, v)
-			idSp = jsonspan.Span{Start: v, End: e}
-			return e
-		}
-		return jsonspan.SkipValue(d, v)
-	})
+	f, end := transforms.ReadChatFragment(d, at)
 	if end < 0 {
 		return end, nil
 	}
-	id, _ := jsonspan.StringValue(d, idSp)
-	var key int
-	switch {
-	case index.Start >= 0:
-		key, _ = strconv.Atoi(string(d[index.Start:index.End]))
-	case len(s.callOrder) == 0:
-		key = -1
-	default:
-		// No index (Gemini's OpenAI API, some converters): a new id is a
-		// new call, a fragment without one continues the last.
-		key = s.callOrder[len(s.callOrder)-1]
-		if last := s.calls[key]; id != "" && last.id != "" && id != last.id {
-			key = -1 - len(s.callOrder)
-		}
+	cc, opened := s.calls.Place(0, &f)
+	if opened {
+		cc.State = &streamCall{idx: -1, seq: cc.Seq}
 	}
-	c := s.calls[key]
-	if c == nil {
-		c = &streamCall{idx: -1, seq: len(s.callOrder)}
-		s.calls[key] = c
-		s.callOrder = append(s.callOrder, key)
+	c := cc.State
+	if c.id == "" && cc.ID != nil {
+		c.id, _ = jsonspan.StringValue(cc.ID, jsonspan.Span{Start: 0, End: len(cc.ID)})
 	}
-	if c.id == "" {
-		c.id = id
+	if c.idx < 0 {
+		c.name = cc.Name // some upstreams stream the name in pieces
 	}
-	var args []byte // escaped, without quotes
-	if name, ok := jsonspan.StringValue(d, nameSp); ok && name != "" && c.idx < 0 {
-		c.name += name // some upstreams stream the name in pieces
-	}
-	if a := argsSp; a.Start >= 0 && d[a.Start] == '"' {
-		args = d[a.Start+1 : a.End-1]
-	}
+	args := f.Args // escaped, without quotes
 	if lim := s.x.Limits.MaxCallBuffer; lim > 0 && c.args.n+len(args) > lim {
 		return end, s.overLimit(emit, c, lim)
 	}
@@ -1136,8 +1082,8 @@ func (s *chatToResponses) settle(emit transforms.Emit) error {
 		s.dropCalls("finish_reason " + s.finish + " cut the call short")
 		return nil
 	}
-	for _, k := range s.callOrder {
-		c := s.calls[k]
+	for _, cc := range s.calls.Of(0) {
+		c := cc.State
 		s.x.CallBuffered(c.args.n)
 		if c.idx < 0 {
 			s.x.Decide("tool call", "drop", "a tool call without a name")
@@ -1162,20 +1108,20 @@ func (s *chatToResponses) settle(emit transforms.Emit) error {
 			return err
 		}
 	}
-	s.calls, s.callOrder = map[int]*streamCall{}, nil
+	s.calls = transforms.ChatCalls[*streamCall]{}
 	return nil
 }
 
 // dropCalls drops the calls not yet settled.
 func (s *chatToResponses) dropCalls(reason string) {
-	for _, k := range s.callOrder {
-		c := s.calls[k]
+	for _, cc := range s.calls.Of(0) {
+		c := cc.State
 		s.x.CallBuffered(c.args.n)
 		if c.idx >= 0 {
 			s.x.Decide(c.name, "drop_partial_call", reason)
 		}
 	}
-	s.calls, s.callOrder = map[int]*streamCall{}, nil
+	s.calls = transforms.ChatCalls[*streamCall]{}
 }
 
 // ordered returns the finished items in output_index order. Each index

@@ -205,7 +205,7 @@ func (f *filterRun) legacyFunctions() error {
 	case len(keep) == 0:
 		f.dropKeys = append(f.dropKeys, "functions", "function_call")
 	default:
-		f.w.Edit(list.Start, list.End, joinSpans(doc, keep), true)
+		f.w.Edit(list.Start, list.End, jsonspan.AppendArray(nil, doc, keep), true)
 	}
 	return nil
 }

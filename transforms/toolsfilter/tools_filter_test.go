@@ -251,16 +251,16 @@ func TestToolsFilterWhen(t *testing.T) {
 		}
 		if tc.applies {
 			transformtest.JSONEqual(t, out, filtered)
-			if x.DroppedCalls != 1 || x.UndeclaredCalls != 1 || strings.Contains(string(resp), "invented") {
-				t.Errorf("%v: response side inactive: dropped %d undeclared %d\n%s", tc.when, x.DroppedCalls, x.UndeclaredCalls, resp)
+			if x.Counts().DroppedCalls != 1 || x.Counts().UndeclaredCalls != 1 || strings.Contains(string(resp), "invented") {
+				t.Errorf("%v: response side inactive: dropped %d undeclared %d\n%s", tc.when, x.Counts().DroppedCalls, x.Counts().UndeclaredCalls, resp)
 			}
 			continue
 		}
 		if !jsonspan.SameSlice(out, in) {
 			t.Errorf("%v: body changed:\n%s", tc.when, out)
 		}
-		if x.WantsResponse() || string(resp) != response || x.UndeclaredCalls != 0 || x.DroppedCalls != 0 {
-			t.Errorf("%v: response side active: wants %v undeclared %d\n%s", tc.when, x.WantsResponse(), x.UndeclaredCalls, resp)
+		if x.WantsResponse() || string(resp) != response || x.Counts().UndeclaredCalls != 0 || x.Counts().DroppedCalls != 0 {
+			t.Errorf("%v: response side active: wants %v undeclared %d\n%s", tc.when, x.WantsResponse(), x.Counts().UndeclaredCalls, resp)
 		}
 	}
 
