@@ -34,24 +34,23 @@ func (AdminRules) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{{Pattern: "/llm_transform/rules", Handler: caddy.AdminHandlerFunc(serveRules)}}
 }
 
-// handlerRegistry tracks provisioned handlers. The admin router is
-// provisioned before the apps of its config, so it cannot hold the handlers
-// itself; it reads this registry per request instead.
+// handlerRegistry lists the handlers of one config for the admin endpoint.
+// It lives in the config's App, so each config load starts an empty one and
+// the old config's Cleanup touches only its own. The admin router cannot
+// hold it: the admin server starts with the router before the config's apps
+// are provisioned, and goes on serving when that config fails to load.
 type handlerRegistry struct {
 	mu   sync.Mutex
 	list []*Handler
 }
 
-var handlers handlerRegistry
-
-// add lists h under the config whose context ends with done, numbering it
-// among the handlers of its server in provisioning (route) order.
-func (reg *handlerRegistry) add(h *Handler, done <-chan struct{}) {
+// add lists h, numbering it among the handlers of its server in
+// provisioning (route) order.
+func (reg *handlerRegistry) add(h *Handler) {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
-	h.done = done
 	for _, o := range reg.list {
-		if o.done == done && o.server == h.server {
+		if o.server == h.server {
 			h.index++
 		}
 	}
@@ -69,23 +68,11 @@ func (reg *handlerRegistry) remove(h *Handler) {
 	}
 }
 
-// active returns the handlers of the running config. During a reload the
-// old config's handlers stay registered until their Cleanup; they are not
-// what operators ask about.
-func (reg *handlerRegistry) active() []*Handler {
-	ctx := caddy.ActiveContext()
-	if ctx.Context == nil {
-		return nil
-	}
-	done := ctx.Done()
+// sorted returns the listed handlers by server and position.
+func (reg *handlerRegistry) sorted() []*Handler {
 	reg.mu.Lock()
-	defer reg.mu.Unlock()
-	var out []*Handler
-	for _, h := range reg.list {
-		if h.done == done {
-			out = append(out, h)
-		}
-	}
+	out := append([]*Handler(nil), reg.list...)
+	reg.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].server != out[j].server {
 			return out[i].server < out[j].server
@@ -93,6 +80,19 @@ func (reg *handlerRegistry) active() []*Handler {
 		return out[i].index < out[j].index
 	})
 	return out
+}
+
+// activeHandlers returns the handlers of the running config, whose App is
+// looked up per request since a reload swaps it; until the new config has
+// started, the old one runs and is listed. AppIfConfigured finds the App
+// whether the config configured it or a handler had it created, and
+// creates none.
+func activeHandlers() []*Handler {
+	app, err := caddy.ActiveContext().AppIfConfigured("llm_transform")
+	if err != nil {
+		return nil // no config running, or one without llm_transform
+	}
+	return app.(*App).handlers.sorted()
 }
 
 // RulesReport is the body of GET /llm_transform/rules.
@@ -130,7 +130,7 @@ func serveRules(w http.ResponseWriter, r *http.Request) error {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed")}
 	}
 	rep := RulesReport{Handlers: []HandlerReport{}}
-	for _, h := range handlers.active() {
+	for _, h := range activeHandlers() {
 		hr := HandlerReport{Server: h.server, Index: h.index, Explain: h.Explain,
 			Provider: ruleReports(h.provider), Global: ruleReports(h.global), APIKeys: []KeyReport{}}
 		for _, k := range h.keys {

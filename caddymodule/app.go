@@ -21,6 +21,11 @@ func init() {
 // rules bound to callers' API keys. It does nothing on its own; each handler
 // reads it when it is provisioned and runs its own rules, then the global
 // ones, then those of the caller's key.
+//
+// It also lists its config's handlers for the admin endpoint. Every config
+// load provisions an App of its own, so the listing follows reloads; in a
+// config with handlers but no llm_transform app, the first handler has one
+// created, without rules.
 type App struct {
 	// Rules that run on every request of every llm_transform handler,
 	// after the handler's own rules (and before them on the way back).
@@ -40,6 +45,9 @@ type App struct {
 
 	global []*transforms.Rule
 	keys   []apiKey
+	// A pointer, since App values are copied (CaddyModule) and the
+	// registry holds a mutex.
+	handlers *handlerRegistry
 }
 
 // APIKeyRules is the rules of one caller key. The key itself is never
@@ -78,6 +86,7 @@ const hashPrefixLen = 12
 // handlers, so a transform used in a scope it does not support fails the
 // config load even when no handler uses the app yet.
 func (a *App) Provision(ctx caddy.Context) error {
+	a.handlers = new(handlerRegistry)
 	var err error
 	if a.global, err = transforms.Compile(ctx, a.Rules, transforms.ScopeGlobal, "global"); err != nil {
 		return err

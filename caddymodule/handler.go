@@ -93,10 +93,11 @@ type Handler struct {
 	keySources []string
 	anyRules   bool
 
-	// Where the admin endpoint lists the handler.
-	server string
-	index  int
-	done   <-chan struct{}
+	// Where the admin endpoint lists the handler: in the registry of its
+	// config's app, which Cleanup takes it off.
+	server   string
+	index    int
+	registry *handlerRegistry
 }
 
 // keyChain is the chain of requests that carry one API key.
@@ -140,21 +141,19 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.provider, err = transforms.Compile(ctx, h.Rules, transforms.ScopeProvider, ""); err != nil {
 		return err
 	}
-	// The app exists only when the config has an llm_transform app; asking
-	// for it otherwise would instantiate an empty one for nothing. It has
-	// compiled its rules once for every handler.
-	appIface, err := ctx.AppIfConfigured("llm_transform")
-	switch {
-	case err == nil:
-		app := appIface.(*App)
+	srv, inServer := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	app, err := appFor(ctx, inServer)
+	if err != nil {
+		return err
+	}
+	if app != nil {
+		// The app has compiled its rules once for every handler.
 		h.global = app.global
 		h.keySources = app.KeySources
 		for _, k := range app.keys {
 			h.keys = append(h.keys, keyChain{sum: k.sum, label: k.label, rules: k.compiled,
 				chain: transforms.NewChain(h.provider, h.global, k.compiled)})
 		}
-	case !errors.Is(err, caddy.ErrNotConfigured):
-		return err
 	}
 	h.chain = transforms.NewChain(h.provider, h.global)
 	h.anyRules = !h.chain.Empty()
@@ -165,11 +164,37 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	// Last, so a failed Provision leaves nothing listed.
-	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok {
+	if inServer {
 		h.server = srv.Name()
 	}
-	handlers.add(h, ctx.Done())
+	if app != nil {
+		h.registry = app.handlers
+		h.registry.add(h)
+	}
 	return nil
+}
+
+// appFor returns the llm_transform app of the handler's config, nil when
+// there is none. A handler of a server gets one even when the config does
+// not configure it, so that the admin endpoint lists it; Caddy creates it
+// with no rules, as the http app does the apps it needs. A handler
+// provisioned outside a server, as tests do with a bare context, may have
+// no config to create it in, and uses the app only when it is configured.
+func appFor(ctx caddy.Context, inServer bool) (*App, error) {
+	var app any
+	var err error
+	if inServer {
+		app, err = ctx.App("llm_transform")
+	} else {
+		app, err = ctx.AppIfConfigured("llm_transform")
+	}
+	switch {
+	case err == nil:
+		return app.(*App), nil
+	case errors.Is(err, caddy.ErrNotConfigured):
+		return nil, nil
+	}
+	return nil, err
 }
 
 // Validate checks limits that Provision cannot default.
@@ -191,7 +216,9 @@ func (h *Handler) Validate() error {
 // nothing they read: compiled rules are plain values that the requests
 // holding them keep alive.
 func (h *Handler) Cleanup() error {
-	handlers.remove(h)
+	if h.registry != nil {
+		h.registry.remove(h)
+	}
 	return nil
 }
 
@@ -235,17 +262,15 @@ func (h *Handler) protocolFor(r *http.Request) transforms.Protocol {
 	return transforms.ProtocolUnknown
 }
 
+// ServeHTTP runs a request through the rules bound to it, and the
+// upstream's response back through them; a request no rule binds passes
+// through untouched.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	proto := h.protocolFor(r)
-	if proto == transforms.ProtocolUnknown || r.Method != http.MethodPost || !h.anyRules || r.Body == nil {
-		return next.ServeHTTP(w, r)
+	proto, chain, refusal := h.selectChain(r)
+	if refusal != nil {
+		return reject(w, refusal)
 	}
-	chain, kerr := h.chainFor(r)
-	if kerr != nil {
-		metrics.rejections.WithLabelValues(kerr.Code).Inc()
-		return writeError(w, kerr)
-	}
-	if chain.Empty() {
+	if chain == nil {
 		return next.ServeHTTP(w, r)
 	}
 	// The body's buffers, read and rewritten, go back to their pools once
@@ -253,67 +278,127 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	lease := &bodyLease{}
 	lease.acquire()
 	defer lease.release()
-	body, err := h.readBody(r, lease)
+	body, err := h.leaseBody(r, lease)
 	if err != nil {
-		var te *transforms.Error
-		if errors.As(err, &te) {
-			metrics.rejections.WithLabelValues(te.Code).Inc()
-			if te.Status == http.StatusRequestEntityTooLarge && r.ProtoMajor == 1 {
-				// Otherwise net/http reads up to 256 KiB of a body nobody
-				// wants before it answers, and with Expect: 100-continue
-				// asks the client to send it.
-				w.Header().Set("Connection", "close")
-			}
-			return writeError(w, te)
-		}
-		return caddyhttp.Error(http.StatusBadRequest, err)
+		return refuseBody(w, r, err)
 	}
-	metrics.buffered.WithLabelValues("request_body").Observe(float64(len(body)))
-	setLeasedBody(r, body, lease)
-	limits := transforms.Limits{
-		MaxCallBuffer: int(h.MaxCallBuffer),
-		MaxEvent:      int(h.MaxBodySize),
-		MaxDepth:      h.MaxJSONDepth,
-	}
-	x := transforms.NewExchange(proto, limits, h.logger)
-	x.Explain = h.Explain
-	x.Replacer, _ = r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	x := h.newExchange(r, proto)
 	if h.Explain {
 		w = newExplainWriter(w, x)
 	}
-	// The rules' own validating walks refuse a body they cannot read.
-	var model string
-	scoped := chain.MatchesModels()
-	if scoped {
-		model = transforms.RequestModel(body)
-	}
-	if model == "" && scoped {
-		// No model read, so no rule scoped to models binds: the body may
-		// hold one nobody can read. Refuse it rather than let it pass the
-		// rules that model would bind.
-		if te := transforms.CheckJSON(body, limits); te != nil {
-			x.Decide("request", "reject", te.Message)
-			metrics.rejections.WithLabelValues(te.Code).Inc()
-			return writeError(w, te)
-		}
+	model, refusal := h.requestModel(chain, x, body)
+	if refusal != nil {
+		return reject(w, refusal)
 	}
 	if !chain.Begin(x, model) {
 		return next.ServeHTTP(w, r)
 	}
-	lease.x = x
+	lease.x = x // its rewritten bodies go back with the lease
 	// Deferred so that streams are counted when they end, also when the
 	// proxy aborts them with a panic.
 	defer observe(r, x)
+	if err := h.rewriteRequest(r, x, body, lease); err != nil {
+		return h.refuseRewrite(w, err)
+	}
+	if !x.WantsResponse() {
+		return next.ServeHTTP(w, r)
+	}
+	return h.forward(w, r, next, x)
+}
+
+// selectChain picks the rules for a request. No chain means the request
+// passes through untouched: it is not a POST of an API the rules know, or
+// neither the handler nor the caller's key has rules. A refusal answers
+// ambiguous credentials, which must not choose a key's rules.
+func (h *Handler) selectChain(r *http.Request) (transforms.Protocol, *transforms.Chain, *transforms.Error) {
+	proto := h.protocolFor(r)
+	if proto == transforms.ProtocolUnknown || r.Method != http.MethodPost || !h.anyRules || r.Body == nil {
+		return proto, nil, nil
+	}
+	chain, refusal := h.chainFor(r)
+	if refusal != nil {
+		return proto, nil, refusal
+	}
+	if chain.Empty() {
+		return proto, nil, nil
+	}
+	return proto, chain, nil
+}
+
+// leaseBody reads the body into buffers the lease owns and puts it back as
+// the request's body, so the upstream gets it unchanged when no rule
+// rewrites it, and a retrying proxy can read it again.
+func (h *Handler) leaseBody(r *http.Request, lease *bodyLease) ([]byte, error) {
+	body, err := h.readBody(r, lease)
+	if err != nil {
+		return nil, err
+	}
+	metrics.buffered.WithLabelValues("request_body").Observe(float64(len(body)))
+	setLeasedBody(r, body, lease)
+	return body, nil
+}
+
+// refuseBody answers a body that could not be read: in the client's error
+// format when the gateway refused it, with a plain 400 when reading it
+// failed.
+func refuseBody(w http.ResponseWriter, r *http.Request, err error) error {
+	var te *transforms.Error
+	if !errors.As(err, &te) {
+		return caddyhttp.Error(http.StatusBadRequest, err)
+	}
+	if te.Status == http.StatusRequestEntityTooLarge && r.ProtoMajor == 1 {
+		// Otherwise net/http reads up to 256 KiB of a body nobody
+		// wants before it answers, and with Expect: 100-continue
+		// asks the client to send it.
+		w.Header().Set("Connection", "close")
+	}
+	return reject(w, te)
+}
+
+// newExchange starts the record of what the rules do to one request and its
+// response; the limits it carries bound what they may buffer.
+func (h *Handler) newExchange(r *http.Request, proto transforms.Protocol) *transforms.Exchange {
+	x := transforms.NewExchange(proto, h.limits(), h.logger)
+	x.Explain = h.Explain
+	x.Replacer, _ = r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	return x
+}
+
+// limits is what the handler's options let one exchange hold.
+func (h *Handler) limits() transforms.Limits {
+	return transforms.Limits{
+		MaxCallBuffer: int(h.MaxCallBuffer),
+		MaxEvent:      int(h.MaxBodySize),
+		MaxDepth:      h.MaxJSONDepth,
+	}
+}
+
+// requestModel reads the model that rules scoped to models bind by, when
+// the chain has such rules. A body whose model cannot be read binds none of
+// them, yet may hold one nobody can read: it is refused unless it is JSON,
+// rather than let it pass the rules that model would bind. The rules' own
+// validating walks refuse a body they cannot read.
+func (h *Handler) requestModel(chain *transforms.Chain, x *transforms.Exchange, body []byte) (string, *transforms.Error) {
+	if !chain.MatchesModels() {
+		return "", nil
+	}
+	model := transforms.RequestModel(body)
+	if model == "" {
+		if te := transforms.CheckJSON(body, h.limits()); te != nil {
+			x.Decide("request", "reject", te.Message)
+			return "", te
+		}
+	}
+	return model, nil
+}
+
+// rewriteRequest runs the request rules and makes what they produced the
+// body and path the upstream receives.
+func (h *Handler) rewriteRequest(r *http.Request, x *transforms.Exchange, body []byte, lease *bodyLease) error {
 	x.SetUpstreamPath(r.URL.Path)
 	out, err := x.RewriteRequestBody(body)
 	if err != nil {
-		var te *transforms.Error
-		if errors.As(err, &te) {
-			h.logger.Debug("request rejected", zap.String("code", te.Code), zap.String("reason", te.Message))
-			metrics.rejections.WithLabelValues(te.Code).Inc()
-			return writeError(w, te)
-		}
-		return caddyhttp.Error(http.StatusInternalServerError, err)
+		return err
 	}
 	if len(x.Applied()) > 0 { // a rule changed the body
 		setLeasedReader(r, out.Len(), out.NewReader, lease)
@@ -330,9 +415,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		// reverse_proxy forwards the request's own path.
 		r.URL.Path, r.URL.RawPath = p, ""
 	}
-	if !x.WantsResponse() {
-		return next.ServeHTTP(w, r)
+	return nil
+}
+
+// refuseRewrite answers a request the rules refused, in the client's error
+// format; any other failure of the rewrite is the gateway's own, a 500.
+func (h *Handler) refuseRewrite(w http.ResponseWriter, err error) error {
+	var te *transforms.Error
+	if !errors.As(err, &te) {
+		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
+	h.logger.Debug("request rejected", zap.String("code", te.Code), zap.String("reason", te.Message))
+	return reject(w, te)
+}
+
+// forward sends the request on with a response writer that runs the
+// response through the rules, and counts how the response ended.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, x *transforms.Exchange) error {
 	// Rewriting needs the bytes as the upstream wrote them; encode, placed
 	// before us, compresses the result for the client.
 	r.Header.Set("Accept-Encoding", "identity")
@@ -355,7 +454,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		return err
 	}
-	err = rw.finish()
+	err := rw.finish()
+	observeResponse(rw, x)
+	return err
+}
+
+// observeResponse counts a response the upstream finished: the size of a
+// buffered body, or why the gateway refused it or stopped its stream.
+func observeResponse(rw *responseWriter, x *transforms.Exchange) {
 	switch {
 	case rw.mode == modeBuffer && rw.tooBig:
 		metrics.rejections.WithLabelValues("response_too_large").Inc()
@@ -364,7 +470,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	case rw.mode == modeStream && rw.stream.Stopped():
 		metrics.streamErrors.WithLabelValues(stopReason(rw, x, "")).Inc()
 	}
-	return err
 }
 
 // stopReason names why a stream ended early. A stream the gateway stopped
@@ -541,6 +646,14 @@ func setLeasedReader(r *http.Request, size int, newReader func() io.Reader, l *b
 	r.GetBody = func() (io.ReadCloser, error) { return open(), nil }
 }
 
+// reject answers with a refusal of the gateway or a rule, and counts it by
+// its code.
+func reject(w http.ResponseWriter, e *transforms.Error) error {
+	metrics.rejections.WithLabelValues(e.Code).Inc()
+	return writeError(w, e)
+}
+
+// writeError sends e as the OpenAI error envelope.
 func writeError(w http.ResponseWriter, e *transforms.Error) error {
 	body := e.JSON()
 	w.Header().Set("Content-Type", "application/json")
