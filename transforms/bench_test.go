@@ -25,7 +25,7 @@ func BenchmarkRequestRewrite(b *testing.B) {
 		x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{}, nil)
 		c.Begin(x, gjson.GetBytes(doc, "model").String())
 		out, err := x.RewriteRequest(doc)
-		if err != nil || x.Invalid {
+		if err != nil || x.Unreadable() {
 			b.Fatal(err)
 		}
 		n := len(out)
@@ -195,7 +195,7 @@ func BenchmarkWalkScaling(b *testing.B) {
 			t0 := time.Now()
 			x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{}, nil)
 			c.Begin(x, "")
-			if _, err := x.RewriteRequest(body); err != nil || x.Invalid {
+			if _, err := x.RewriteRequest(body); err != nil || x.Unreadable() {
 				b.Fatalf("rewrite: %v", err)
 			}
 			best = min(best, time.Since(t0))

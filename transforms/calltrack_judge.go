@@ -163,7 +163,7 @@ func (s *judgedStream) responsesEvent(ev *Event) *Event {
 	if len(d) == 0 || d[0] != '{' {
 		return ev
 	}
-	typ := EventType(d)
+	typ, _ := s.x.headOf(d)
 	if typ.Start < 0 {
 		return ev
 	}
@@ -214,16 +214,30 @@ func (s *judgedStream) responsesEvent(ev *Event) *Event {
 }
 
 // shift removes the events of removed calls and closes the gap they left
-// in the output indexes of the others.
+// in the output indexes of the others. One walk reads the event's
+// output_index and its item's id (or item_id), in any order.
 func (s *judgedStream) shift(ev *Event, d []byte) *Event {
-	item := jsonspan.Lookup(d, 0, "item")
+	oi := jsonspan.NoSpan()
 	var itemID string
-	if item.Start >= 0 && d[item.Start] == '{' {
-		itemID, _ = jsonspan.StringValue(d, jsonspan.Lookup(d, item.Start, "id"))
-	} else {
-		itemID, _ = jsonspan.StringValue(d, jsonspan.Lookup(d, 0, "item_id"))
-	}
-	oi := jsonspan.Lookup(d, 0, "output_index")
+	jsonspan.WalkMembers(d, 0, func(k jsonspan.Span, v int) int {
+		e := jsonspan.SkipValue(d, v)
+		if e < 0 {
+			return e
+		}
+		switch jsonspan.KeyName(d, k) {
+		case "output_index":
+			oi = jsonspan.Span{Start: v, End: e}
+		case "item_id":
+			if itemID == "" {
+				itemID, _ = jsonspan.StringValue(d, jsonspan.Span{Start: v, End: e})
+			}
+		case "item":
+			if d[v] == '{' {
+				itemID, _ = jsonspan.StringValue(d, jsonspan.Lookup(d, v, "id"))
+			}
+		}
+		return e
+	})
 	n, err := strconv.Atoi(string(d[max(oi.Start, 0):max(oi.End, 0)]))
 	switch {
 	case s.goneID[itemID]:

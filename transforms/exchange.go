@@ -2,6 +2,7 @@ package transforms
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -50,11 +51,8 @@ type Exchange struct {
 	// reported back to the client.
 	Explain bool
 
-	// Invalid is set when a rule found the request body not to be valid
-	// JSON; such a body is forwarded exactly as received.
-	Invalid bool
-
 	counts     Counts
+	invalid    bool              // a rule or walk found the request body unreadable
 	unexpected map[string]string // call key -> the reason it is counted under
 
 	// Replacer resolves Caddy placeholders for rules with conditions on
@@ -464,12 +462,12 @@ func (x *Exchange) rewriteRequest(body []byte) ([]byte, error) {
 		}
 		x.at(i, false)
 		out, err := r.req.RewriteRequest(x, body)
-		if x.deferred != nil && (err != nil || x.Invalid || out != nil) {
+		if x.deferred != nil && (err != nil || x.invalid || out != nil) {
 			// Nothing goes upstream as this rule planned it: an error, a
 			// body found malformed after all, or (a rule's bug) a result
 			// other than the unbuilt one.
 			x.deferred = nil
-			if err == nil && !x.Invalid {
+			if err == nil && !x.invalid {
 				err = fmt.Errorf("transforms: rule %s returned a body besides its unbuilt rewrite", r.TransformID())
 			}
 		}
@@ -478,10 +476,13 @@ func (x *Exchange) rewriteRequest(body []byte) ([]byte, error) {
 			// is read: Release lets it go.
 			x.releaseWalks()
 		}
+		if errors.Is(err, ErrInvalidJSON) {
+			x.invalid, err = true, nil
+		}
 		if err != nil {
 			return nil, err
 		}
-		if x.Invalid {
+		if x.invalid {
 			// A rule must act on what it cannot read: nothing goes
 			// upstream with the rules skipped.
 			return nil, x.invalidJSON(body)
@@ -681,6 +682,15 @@ func tooDeep(at, limit int) *Error {
 func invalidJSONAt(at int, reason string) *Error {
 	return BadRequest("invalid_json", "", "the request body is not JSON the gateway reads: %s at byte offset %d", reason, at)
 }
+
+// ErrInvalidJSON is what a rule's RewriteRequest returns for a body it must
+// act on but cannot read as JSON: the engine answers the client 400
+// invalid_json, naming what and where, and nothing goes upstream.
+var ErrInvalidJSON = errors.New("transforms: the request body is not JSON the gateway can read")
+
+// Unreadable reports whether a rule, or the tool walk, found the request
+// body not to be JSON the gateway can read.
+func (x *Exchange) Unreadable() bool { return x.invalid }
 
 // invalidJSON is the rejection of a body a rule found unreadable, told in
 // the explanation too.

@@ -214,7 +214,7 @@ func WalkTools(x *Exchange, body []byte) *ToolWalk {
 		// A valid body that is not an object has no tools; anything else
 		// is not JSON and goes upstream as it came.
 		if !jsonspan.Valid(body) {
-			x.Invalid = true
+			x.invalid = true
 		}
 		return nil
 	}

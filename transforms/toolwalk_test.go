@@ -95,7 +95,7 @@ func TestWalkToolsRenameAndInvalid(t *testing.T) {
 	if got := string(w.Rewrite()); got != `{"tools":[{"type":"function","function":{"name" : "g\"h","parameters":{}}}], "x":1}` {
 		t.Fatalf("renamed: %s", got)
 	}
-	if WalkTools(x, []byte(`{"tools":[}`)) != nil || !x.Invalid {
+	if WalkTools(x, []byte(`{"tools":[}`)) != nil || !x.Unreadable() {
 		t.Fatal("a malformed body was walked")
 	}
 }

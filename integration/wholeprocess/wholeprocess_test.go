@@ -992,7 +992,7 @@ func BenchmarkRequestInProcess(b *testing.B) {
 		x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{}, nil)
 		chain.Begin(x, gjson.GetBytes(doc, "model").String())
 		out, err := x.RewriteRequestBody(doc)
-		if err != nil || x.Invalid || !out.Deferred() || check && bytes.Contains(out.Bytes(), []byte(`"custom_tool_call"`)) {
+		if err != nil || x.Unreadable() || !out.Deferred() || check && bytes.Contains(out.Bytes(), []byte(`"custom_tool_call"`)) {
 			b.Fatal("rewrite failed", err)
 		}
 		r := out.NewReader()

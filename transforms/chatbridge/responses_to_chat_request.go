@@ -18,8 +18,7 @@ func (t *ResponsesToChat) RewriteRequest(x *transforms.Exchange, body []byte) ([
 	}
 	start := jsonspan.SkipSpace(body, 0)
 	if !jsonspan.Valid(body) {
-		x.Invalid = true // the engine refuses what the bridge cannot read
-		return body, nil
+		return nil, transforms.ErrInvalidJSON // the engine refuses what the bridge cannot read
 	}
 	if start >= len(body) || body[start] != '{' {
 		return body, nil // not a request: the upstream answers it

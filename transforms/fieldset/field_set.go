@@ -130,15 +130,14 @@ func (t *FieldSet) RewriteRequest(x *transforms.Exchange, body []byte) ([]byte, 
 		// Valid JSON that is not an object has no fields to set; anything
 		// else is not JSON and goes upstream untouched.
 		if !jsonspan.Valid(body) {
-			x.Invalid = true
+			return nil, transforms.ErrInvalidJSON
 		}
 		return body, nil
 	}
 	var edits []jsonspan.Edit
 	end := t.set(body, i, 0, &edits)
 	if end < 0 || jsonspan.SkipSpace(body, end) != len(body) {
-		x.Invalid = true
-		return body, nil
+		return nil, transforms.ErrInvalidJSON
 	}
 	if len(edits) == 0 {
 		return body, nil

@@ -86,8 +86,8 @@ func TestFieldSetLeavesBodiesAlone(t *testing.T) {
 			if !jsonspan.SameSlice(out, in) {
 				t.Fatalf("body changed: %s", out)
 			}
-			if x.Invalid || len(x.Applied()) != 0 {
-				t.Fatalf("invalid = %v, applied = %v", x.Invalid, x.Applied())
+			if x.Unreadable() || len(x.Applied()) != 0 {
+				t.Fatalf("invalid = %v, applied = %v", x.Unreadable(), x.Applied())
 			}
 		})
 	}

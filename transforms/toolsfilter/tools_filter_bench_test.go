@@ -35,7 +35,7 @@ func runChain(b *testing.B, c *transforms.Chain, doc []byte) []byte {
 	x := transforms.NewExchange(transforms.ProtocolResponses, transforms.Limits{}, nil)
 	c.Begin(x, "gpt-5.5")
 	out, err := x.RewriteRequest(doc)
-	if err != nil || x.Invalid {
+	if err != nil || x.Unreadable() {
 		b.Fatal(err)
 	}
 	n := len(out)

@@ -45,7 +45,7 @@ func (t *ToolsFilter) withoutTools(x *transforms.Exchange, body []byte) ([]byte,
 	})
 	if end < 0 || jsonspan.SkipSpace(body, end) != len(body) {
 		if !jsonspan.Valid(body) {
-			x.Invalid = true
+			return nil, transforms.ErrInvalidJSON
 		}
 		return body, nil
 	}

@@ -35,7 +35,7 @@ func (t *ToolsFilter) RewriteRequest(x *transforms.Exchange, body []byte) ([]byt
 	rec := t.record(x)
 	if t.off {
 		out, err := t.withoutTools(x, body)
-		if err == nil && !x.Invalid {
+		if err == nil {
 			rec.active = true
 		}
 		return out, err
