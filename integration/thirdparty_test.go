@@ -85,7 +85,6 @@ func (r *renameTool) RewriteRequest(x *transforms.Exchange, body []byte) ([]byte
 		return body, nil
 	}
 	x.Tools().Link(r, r.client(), transforms.ToolID{Type: "function", Name: r.To})
-	x.CountConverted(w.Edits()) // one rename per node
 	return w.Rewrite(), nil
 }
 

@@ -114,10 +114,8 @@ func TestCountUnexpectedCall(t *testing.T) {
 	x.CountUnexpectedCall(f, "c1", "undeclared", false)
 	x.CountUnexpectedCall(f, "c1", "filtered by tools_filter", true)
 	x.CountUnexpectedCall(ToolID{Type: "local_shell"}, "", "undeclared", false)
-	x.CountConverted(3)
-	x.CountConverted(0)
 	x.CountPatchInvalid()
-	if got, want := x.Counts(), (Counts{Converted: 3, PatchInvalid: 1, UndeclaredCalls: 1, FilteredCalls: 1, DroppedCalls: 1}); got != want {
+	if got, want := x.Counts(), (Counts{PatchInvalid: 1, UndeclaredCalls: 1, FilteredCalls: 1, DroppedCalls: 1}); got != want {
 		t.Fatalf("counts %+v, want %+v", got, want)
 	}
 	want := []Decision{

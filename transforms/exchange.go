@@ -247,7 +247,9 @@ func (x *Exchange) CallBuffers() []int { return x.callBufs }
 type Counts struct {
 	// Converted counts the tool definitions, history calls, call outputs
 	// and tool_choice selectors rules rewrote into another tool's shape on
-	// the way to the upstream (CountConverted).
+	// the way to the upstream: the tool walk counts each node a rule's
+	// node edits (Replace, Rename, EditNode…) convert, once the rule's
+	// body is rewritten, as the call tracker counts what it restores.
 	Converted int
 	// Restored counts the upstream's calls given back their client-side
 	// shape: the call tracker counts each call once per rule that restores
@@ -270,15 +272,6 @@ type Counts struct {
 // Counts returns what the rules have counted so far for this request.
 func (x *Exchange) Counts() Counts { return x.counts }
 
-// CountConverted records that the running rule rewrote n tool definitions,
-// history calls, call outputs or tool_choice selectors into another tool's
-// shape on the way to the upstream. The call tracker counts the calls it
-// restores on the way back; what a rule converts, it counts itself.
-func (x *Exchange) CountConverted(n int) {
-	if n > 0 {
-		x.counts.Converted += n
-	}
-}
 
 // CountPatchInvalid records one restored apply_patch input that
 // normalisation could not bring into Codex's grammar.

@@ -53,6 +53,7 @@ type ToolNode struct {
 
 	// The rest is packed: a long history has thousands of nodes.
 	walk           *ToolWalk // definitions and choices: the walk, for locations
+	converted      bool      // a rewrite of it is planned: counted once
 	input, typ, id span32    // Responses items: the values of "input", "type" and "id"
 	parent         int32     // definitions: the enclosing namespace's node, or -1
 	root           int32     // definitions outside a namespace, allowed choices: their list, in walk.roots
@@ -116,6 +117,7 @@ type ToolWalk struct {
 	// have none.
 	rootSpans []jsonspan.Span
 	echo      bool // an edit touched a definition or tool_choice
+	converted int  // the nodes the rule's edits convert
 	// top are the values of the top-level members that hold or steer
 	// tools, by the top* constants, found in the walk's one pass so rules
 	// that remove them need no second one.
@@ -583,6 +585,7 @@ func (w *ToolWalk) choiceNames(n *ToolNode) {
 // Replacements must not overlap: a rule that rewrites a namespace does not
 // also rewrite the definitions inside it.
 func (w *ToolWalk) Replace(n *ToolNode, repl []byte) {
+	w.convert(n)
 	w.edits = append(w.edits, jsonspan.Edit{Start: n.Start, End: n.End, Repl: repl})
 	if n.Kind == NodeDefinition || n.Kind == NodeChoice {
 		w.echo = true
@@ -608,6 +611,7 @@ func (w *ToolWalk) ReplaceWithExact(n *ToolNode, size int, write func(dst []byte
 }
 
 func (w *ToolWalk) replaceWith(n *ToolNode, size int, exact bool, write func(dst []byte) []byte) {
+	w.convert(n)
 	w.edits = append(w.edits, jsonspan.Edit{Start: n.Start, End: n.End, Write: write, Size: size, Exact: exact})
 	if n.Kind == NodeDefinition || n.Kind == NodeChoice {
 		w.echo = true
@@ -641,8 +645,32 @@ func (w *ToolWalk) Rename(n *ToolNode, name string) bool {
 	if v.Start < 0 || w.Doc[v.Start] != '"' {
 		return false
 	}
-	w.Edit(v.Start, v.End, jsonspan.AppendStringStr(nil, name), n.Kind == NodeDefinition || n.Kind == NodeChoice)
+	w.EditNode(n, v.Start, v.End, jsonspan.AppendStringStr(nil, name))
 	return true
+}
+
+// EditNode plans a replacement of a byte range inside node n's object
+// (its type, one member), for a rule that converts the node but leaves
+// the rest as it is.
+func (w *ToolWalk) EditNode(n *ToolNode, start, end int, repl []byte) {
+	w.convert(n)
+	w.Edit(start, end, repl, n.Kind == NodeDefinition || n.Kind == NodeChoice)
+}
+
+// MarkConverted records that the rule converts node n by an edit that is
+// not the node's own: a rule that writes whole lists of definitions
+// (tools_plan) marks each definition it changes, so it is counted as the
+// node edits are.
+func (w *ToolWalk) MarkConverted(n *ToolNode) { w.convert(n) }
+
+// convert counts n among the definitions, calls, outputs and choices the
+// rule converts (Counts.Converted), once however many edits it takes.
+// The count is the exchange's once the rule's body is rewritten.
+func (w *ToolWalk) convert(n *ToolNode) {
+	if !n.converted {
+		n.converted = true
+		w.converted++
+	}
 }
 
 // Edit plans a replacement of any byte range of the body. changesTools says
@@ -667,6 +695,8 @@ func (w *ToolWalk) Rewrite() []byte {
 	if w.echo {
 		w.x.echo.needed = true
 	}
+	w.x.counts.Converted += w.converted
+	w.converted = 0
 	return w.x.ApplyEdits(w.Doc, w.edits)
 }
 

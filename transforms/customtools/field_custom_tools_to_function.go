@@ -203,9 +203,6 @@ type customPlan struct {
 	rec    *customRecord
 	native map[ident]int // native function definitions, by their node
 	picked map[ident]int // identities to convert, by the first node that named them
-	// converted counts the definitions, calls, outputs and selectors
-	// rewritten (an output takes two edits, so edits do not count them).
-	converted int
 	// sized, while historyCallSize measures a call, adds up what the
 	// quoted inputs, written empty, will take.
 	sized *int
@@ -249,7 +246,6 @@ func (t *CustomToolsToFunction) RewriteRequest(x *transforms.Exchange, body []by
 				p.rec.fromDescriptor[id] = true
 				x.Decide(id.String(), "convert_definition", "custom tool selected by names")
 				w.Replace(n, p.definition(n))
-				p.converted++
 			}
 		case n.Kind == transforms.NodeCall && w.Protocol == transforms.ProtocolChat && n.InnerStart < 0:
 			// an entry without its function or custom object: not ours
@@ -268,7 +264,6 @@ func (t *CustomToolsToFunction) RewriteRequest(x *transforms.Exchange, body []by
 				// Patches are most of a Codex request: each is written
 				// straight into the new body.
 				w.ReplaceWithExact(n, p.historyCallSize(n), func(dst []byte) []byte { return p.historyCall(dst, n) })
-				p.converted++
 			}
 		case n.Kind == transforms.NodeOutput && n.Type == "custom_tool_call_output":
 			outs = append(outs, i)
@@ -315,7 +310,6 @@ func (t *CustomToolsToFunction) RewriteRequest(x *transforms.Exchange, body []by
 		x.Tools().Link(t, transforms.ToolID{Type: "custom", Namespace: id.ns, Name: id.name}, transforms.ToolID{Type: "function", Namespace: id.ns, Name: id.name})
 		p.rec.converted++
 	}
-	x.CountConverted(p.converted)
 	return w.Rewrite(), nil
 }
 
@@ -444,12 +438,11 @@ func (p *customPlan) output(n *transforms.ToolNode) {
 	}
 	// Two small edits: an output can be large, and nothing else in it
 	// changes.
-	p.w.Edit(n.TypeSpan().Start, n.TypeSpan().End, functionCallOutput, false)
+	p.w.EditNode(n, n.TypeSpan().Start, n.TypeSpan().End, functionCallOutput)
 	if n.IDSpan().Start >= 0 {
 		e := jsonspan.RemoveMember(p.w.Doc, n.IDSpan())
-		p.w.Edit(e.Start, e.End, nil, false)
+		p.w.EditNode(n, e.Start, e.End, nil)
 	}
-	p.converted++
 }
 
 var functionCallOutput = []byte(`"function_call_output"`)
@@ -474,7 +467,6 @@ func (p *customPlan) choice(n *transforms.ToolNode) {
 	})
 	p.x.Decide(id.String(), "convert_tool_choice", "tool_choice names a converted custom tool")
 	p.w.Replace(n, w.Close())
-	p.converted++
 }
 
 // --- generated schema -----------------------------------------------------

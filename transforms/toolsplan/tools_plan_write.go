@@ -195,6 +195,7 @@ func (p *toolPlan) entries(out []byte, base int, list []int) ([]byte, bool) {
 		case "degrade":
 			out = p.sep(out, base)
 			out = p.degraded(out, n, d.client)
+			w.MarkConverted(n)
 			p.count++
 			changed = true
 		case "rename":
@@ -207,6 +208,7 @@ func (p *toolPlan) entries(out []byte, base int, list []int) ([]byte, bool) {
 			} else {
 				out = p.sep(out, base)
 				out = p.function(out, doc, n.Span(), d.client, w.Protocol == transforms.ProtocolChat)
+				w.MarkConverted(n)
 				changed = true
 			}
 			p.count++
