@@ -272,7 +272,6 @@ type Counts struct {
 // Counts returns what the rules have counted so far for this request.
 func (x *Exchange) Counts() Counts { return x.counts }
 
-
 // CountPatchInvalid records one restored apply_patch input that
 // normalisation could not bring into Codex's grammar.
 func (x *Exchange) CountPatchInvalid() { x.counts.PatchInvalid++ }
