@@ -1,6 +1,7 @@
 package transforms_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"runtime"
@@ -116,6 +117,38 @@ func benchStream(n int) (string, int) {
 // SSE parser on the same bytes with every event passed through unchanged.
 func BenchmarkStreamPipeline(b *testing.B) {
 	body, nEvents := benchStream(10000)
+	b.Run("openai", func(b *testing.B) { streamPipeline(b, body, nEvents) })
+	// The same events with every object's keys sorted: "type" last.
+	b.Run("sorted", func(b *testing.B) { streamPipeline(b, sortedSSE(b, body), nEvents) })
+}
+
+// sortedSSE rewrites each data line of an SSE body with its JSON's keys
+// sorted at every level.
+func sortedSSE(tb testing.TB, body string) string {
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(body, "\n") {
+		d, ok := strings.CutPrefix(line, "data: ")
+		if !ok || !strings.HasPrefix(d, "{") {
+			out.WriteString(line)
+			continue
+		}
+		var v any
+		if err := json.Unmarshal([]byte(d), &v); err != nil {
+			tb.Fatal(err)
+		}
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			tb.Fatal(err)
+		}
+		out.WriteString("data: ")
+		out.Write(buf.Bytes()) // Encode ends it with the line's "\n"
+	}
+	return out.String()
+}
+
+func streamPipeline(b *testing.B, body string, nEvents int) {
 	var chunks [][]byte
 	for _, ch := range strings.SplitAfter(body, "\n\n") {
 		chunks = append(chunks, []byte(ch))

@@ -214,30 +214,17 @@ func (s *judgedStream) responsesEvent(ev *Event) *Event {
 }
 
 // shift removes the events of removed calls and closes the gap they left
-// in the output indexes of the others. One walk reads the event's
-// output_index and its item's id (or item_id), in any order.
+// in the output indexes of the others. The event's output_index and its
+// item's id (or item_id) are read in one walk, in any order.
 func (s *judgedStream) shift(ev *Event, d []byte) *Event {
-	oi := jsonspan.NoSpan()
-	var itemID string
-	jsonspan.WalkMembers(d, 0, func(k jsonspan.Span, v int) int {
-		e := jsonspan.SkipValue(d, v)
-		if e < 0 {
-			return e
-		}
-		switch jsonspan.KeyName(d, k) {
-		case "output_index":
-			oi = jsonspan.Span{Start: v, End: e}
-		case "item_id":
-			if itemID == "" {
-				itemID, _ = jsonspan.StringValue(d, jsonspan.Span{Start: v, End: e})
-			}
-		case "item":
-			if d[v] == '{' {
-				itemID, _ = jsonspan.StringValue(d, jsonspan.Lookup(d, v, "id"))
-			}
-		}
-		return e
-	})
+	var f [3]jsonspan.Span
+	s.x.eventFields(d, shiftFields, f[:])
+	oi, itemID := f[0], ""
+	if item := f[2]; item.Start >= 0 && d[item.Start] == '{' {
+		itemID, _ = jsonspan.StringValue(d, jsonspan.Lookup(d, item.Start, "id"))
+	} else {
+		itemID, _ = jsonspan.StringValue(d, f[1])
+	}
 	n, err := strconv.Atoi(string(d[max(oi.Start, 0):max(oi.End, 0)]))
 	switch {
 	case s.goneID[itemID]:
@@ -257,6 +244,8 @@ func (s *judgedStream) shift(ev *Event, d []byte) *Event {
 	s.ev = Event{Name: ev.Name, ID: ev.ID, Retry: ev.Retry, Data: s.buf}
 	return &s.ev
 }
+
+var shiftFields = []string{"output_index", "item_id", "item"}
 
 // judgeOutput judges the calls of a Responses output array; judged, when
 // set, skips the items a stream already judged and records the rest. It

@@ -796,7 +796,7 @@ func (s *responsesCalls) refs(d []byte, names []string, valueAt string, r *event
 func (s *responsesCalls) namedRefs(d []byte, names []string, r *eventRefs) {
 	const seq, itemID, outputIndex, value = 0, 1, 2, 3
 	var f [4]jsonspan.Span
-	jsonspan.ObjectFields(d, 0, names, f[:])
+	s.x.eventFields(d, names, f[:])
 	*r = eventRefs{value: f[value]}
 	if f[seq].Start >= 0 {
 		r.seq = d[f[seq].Start:f[seq].End]

@@ -100,6 +100,11 @@ type eventHead struct {
 	data      []byte
 	typ, seq  jsonspan.Span
 	ok, known bool
+	// members are the event's top-level members, when the general walk
+	// read them (any layout but OpenAI's): stages look their fields up
+	// here rather than walk the event again.
+	members []jsonspan.Member
+	indexed bool
 }
 
 // openAIHead is openAIHead, read from the memo when d is the event being
@@ -109,6 +114,26 @@ func (x *Exchange) openAIHead(d []byte) (typ, seq jsonspan.Span, ok bool) {
 		return h.typ, h.seq, h.ok
 	}
 	return openAIHead(d)
+}
+
+// eventFields is jsonspan.ObjectFields for the top level of an event: from
+// the memo's members when d is the event being handled and the engine
+// read it member by member, in one walk otherwise.
+func (x *Exchange) eventFields(d []byte, names []string, out []jsonspan.Span) {
+	if x == nil || !x.head.indexed || !jsonspan.SameSlice(d, x.head.data) {
+		jsonspan.ObjectFields(d, 0, names, out)
+		return
+	}
+	for k := range out {
+		out[k] = jsonspan.NoSpan()
+	}
+	for _, m := range x.head.members {
+		for k, n := range names {
+			if out[k].Start < 0 && jsonspan.KeyIs(d, m.Key, n) {
+				out[k] = m.Value
+			}
+		}
+	}
 }
 
 // headOf is head, read from the memo when d is the event being handled.

@@ -307,9 +307,10 @@ func (s *Stream) handle(ev *Event) error {
 		h := &s.x.head
 		h.typ, h.seq, h.ok = openAIHead(ev.Data)
 		if !h.ok {
-			// Any other layout is read in one walk too, so that no stage
-			// and no later step walks the event again for its type.
-			h.typ, h.seq = headWalk(ev.Data)
+			// Any other layout is read in one walk too, member by member,
+			// so that no stage and no later step walks the event again
+			// for its type or the fields it needs (Exchange.eventFields).
+			h.typ, h.seq, h.members, h.indexed = indexEvent(ev.Data, h.members[:0])
 		}
 		if h.known = h.typ.Start >= 0 && ev.Data[h.typ.Start] == '"'; h.known {
 			// push's search, written out here: as a function it cost
@@ -325,7 +326,7 @@ func (s *Stream) handle(ev *Event) error {
 					s.notePass(ev, h.seq) // (write renumbers it)
 				}
 				if passed {
-					s.x.head = eventHead{}
+					s.x.head = eventHead{members: h.members[:0]}
 					return nil
 				}
 			}
@@ -350,7 +351,7 @@ func (s *Stream) handle(ev *Event) error {
 		err = s.stages[first].Event(ev, s.emits[first])
 	}
 	s.cur = nil
-	s.x.head = eventHead{}
+	s.x.head = eventHead{members: s.x.head.members[:0]}
 	return err
 }
 
@@ -670,6 +671,29 @@ func head(d []byte) (typ, seq jsonspan.Span) {
 		return typ, seq
 	}
 	return headWalk(d)
+}
+
+// indexEvent reads every top-level member of the event d into members, in
+// one walk, with its type and sequence_number; ok is false when d is not
+// a well-formed object (members is then not to be used).
+func indexEvent(d []byte, members []jsonspan.Member) (typ, seq jsonspan.Span, _ []jsonspan.Member, ok bool) {
+	typ, seq = jsonspan.NoSpan(), jsonspan.NoSpan()
+	i := jsonspan.SkipSpace(d, 0)
+	end := jsonspan.WalkMembers(d, i, func(k jsonspan.Span, v int) int {
+		e := jsonspan.SkipValue(d, v)
+		if e < 0 {
+			return e
+		}
+		members = append(members, jsonspan.Member{Key: k, Value: jsonspan.Span{Start: v, End: e}})
+		switch {
+		case typ.Start < 0 && jsonspan.KeyIs(d, k, "type"):
+			typ = jsonspan.Span{Start: v, End: e}
+		case seq.Start < 0 && jsonspan.KeyIs(d, k, "sequence_number"):
+			seq = jsonspan.Span{Start: v, End: e}
+		}
+		return e
+	})
+	return typ, seq, members, end >= 0 && jsonspan.SkipSpace(d, end) == len(d)
 }
 
 // headWalk is head for an event laid out any way: one walk of its members,
