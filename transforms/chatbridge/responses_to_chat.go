@@ -213,6 +213,7 @@ func (*ResponsesToChat) BridgedProtocol(in transforms.Protocol) transforms.Proto
 type bridgeRecord struct {
 	bridged bool
 	model   []byte // the client's model, as it wrote it
+	echo    []byte // the request members Response objects echo (appendEcho)
 	id      string // the hex that response and item ids share
 }
 

@@ -193,7 +193,7 @@ func TestResponsesToChatJSONReasoningCap(t *testing.T) {
 	transformtest.JSONEqual(t, []byte(rcNorm(out)), `{"id":"resp_ID","object":"response","created_at":1764400000,"status":"completed","model":"gpt-5.5","output":[`+
 		`{"id":"rs_ID","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"h"}],"encrypted_content":"`+envDeepSeekCut+`"},`+
 		`{"id":"msg_ID","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"A","annotations":[],"logprobs":[]}]}],`+
-		`"usage":null,"error":null,"incomplete_details":null}`)
+		`"usage":null,"error":null,"incomplete_details":null`+rcEcho+`}`)
 	if got := strings.Join(rcDecisions(x), ", "); got != "reasoning truncate" {
 		t.Errorf("decisions %q", got)
 	}

@@ -1,6 +1,7 @@
 package chatbridge
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,10 +29,17 @@ func (t *ResponsesToChat) RewriteRequest(x *transforms.Exchange, body []byte) ([
 	fields.model, fields.instructions, fields.maxOut = jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan()
 	fields.effort, fields.format, fields.verbosity, fields.stream = jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan()
 	var pass []jsonspan.Member // members that keep their name and value
+	var echo [len(echoFields)]jsonspan.Span
+	for i := range echo {
+		echo[i] = jsonspan.NoSpan()
+	}
 	var err error
 	jsonspan.EachMember(body, start, func(m jsonspan.Member) bool {
 		key, _ := jsonspan.StringValue(body, m.Key)
 		v := m.Value
+		if i := slices.IndexFunc(echoFields[:], func(f echoField) bool { return f.name == key }); i >= 0 && echo[i].Start < 0 && !jsonspan.IsNull(body, v) {
+			echo[i] = v
+		}
 		switch key {
 		case "model":
 			fields.model = v
@@ -142,6 +150,7 @@ func (t *ResponsesToChat) RewriteRequest(x *transforms.Exchange, body []byte) ([
 	rec := t.record(x)
 	rec.bridged = true
 	rec.id = newID()
+	rec.echo = appendEcho(nil, body, echo[:])
 	// The client's own model, as it asked, even when a rule before this
 	// one routed the request to another.
 	switch m := jsonspan.LastMember(x.ClientBody(), "model"); {
@@ -723,4 +732,51 @@ func (b *chatBuild) writeChoice(out []byte) ([]byte, error) {
 		return nil, err
 	}
 	return append(out, "]}}"...), nil
+}
+
+// echoField is a member of the request that every Response object the
+// bridge writes echoes: the client's value, or, for the members openai-go's
+// responses.Response requires, the value OpenAI reports when none was sent
+// ("" for an optional member written only when sent).
+type echoField struct{ name, absent string }
+
+var echoFields = [...]echoField{
+	{"instructions", "null"},
+	{"metadata", "{}"},
+	{"parallel_tool_calls", "true"},
+	{"temperature", "1"},
+	{"tool_choice", `"auto"`},
+	{"tools", "[]"},
+	{"top_p", "1"},
+	{"max_output_tokens", ""},
+	{"max_tool_calls", ""},
+	{"reasoning", ""},
+	{"text", ""},
+	{"truncation", ""},
+	{"store", ""},
+	{"user", ""},
+	{"safety_identifier", ""},
+	{"prompt_cache_key", ""},
+	{"service_tier", ""},
+	{"top_logprobs", ""},
+}
+
+// appendEcho writes the echoed members, each after a comma, once per
+// request: every Response object of the exchange ends with them.
+func appendEcho(dst, body []byte, spans []jsonspan.Span) []byte {
+	for i, f := range echoFields {
+		v := spans[i]
+		if v.Start < 0 && f.absent == "" {
+			continue
+		}
+		dst = append(dst, `,"`+f.name+`":`...)
+		if v.Start < 0 {
+			dst = append(dst, f.absent...)
+		} else {
+			dst = append(dst, body[v.Start:v.End]...)
+		}
+	}
+	// A member openai-go requires of every Response: the access program
+	// OpenAI reports for ordinary requests.
+	return append(dst, `,"access_programs":{"cyber":"standard"}`...)
 }

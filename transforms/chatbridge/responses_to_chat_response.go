@@ -302,6 +302,7 @@ func (b *bridgeOut) responseTail(dst []byte, reason string, errObj, doc []byte, 
 	} else {
 		dst = append(dst, "null"...)
 	}
+	dst = append(dst, b.rec.echo...)
 	return append(dst, '}')
 }
 
@@ -331,6 +332,9 @@ func utf8Cut(text []byte, n int) int {
 	return n // not UTF-8 there anyway
 }
 
+// usageFields are the members of a Chat usage object appendUsage reads.
+var usageFields = []string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details", "prompt_cache_hit_tokens", "cached_tokens"}
+
 // appendUsage maps Chat usage to Responses usage, with both details
 // objects always present: Codex refuses usage without them.
 func appendUsage(dst, doc []byte, u jsonspan.Span) []byte {
@@ -344,17 +348,23 @@ func appendUsage(dst, doc []byte, u jsonspan.Span) []byte {
 		n, _ := strconv.ParseInt(string(doc[sp.Start:sp.End]), 10, 64)
 		return n
 	}
-	var f [6]jsonspan.Span
-	jsonspan.ObjectFields(doc, u.Start, []string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details", "prompt_cache_hit_tokens"}, f[:])
+	var f [7]jsonspan.Span
+	jsonspan.ObjectFields(doc, u.Start, usageFields, f[:])
 	in, out, total := num(f[0]), num(f[1]), num(f[2])
 	if total == 0 {
 		total = in + out
 	}
-	cached := num(f[5])
+	// DeepSeek counts cache hits in prompt_cache_hit_tokens, Kimi in a
+	// top-level cached_tokens, OpenAI and the others in the details.
+	cached := max(num(f[5]), num(f[6]))
+	var written int64
 	if d := f[3]; d.Start >= 0 && doc[d.Start] == '{' {
-		if c := num(jsonspan.Lookup(doc, d.Start, "cached_tokens")); c > 0 {
+		var g [2]jsonspan.Span
+		jsonspan.ObjectFields(doc, d.Start, []string{"cached_tokens", "cache_write_tokens"}, g[:])
+		if c := num(g[0]); c > 0 {
 			cached = c
 		}
+		written = num(g[1])
 	}
 	var reasoning int64
 	if d := f[4]; d.Start >= 0 && doc[d.Start] == '{' {
@@ -365,6 +375,8 @@ func appendUsage(dst, doc []byte, u jsonspan.Span) []byte {
 	dst = i(dst, in, 10)
 	dst = append(dst, `,"input_tokens_details":{"cached_tokens":`...)
 	dst = i(dst, cached, 10)
+	dst = append(dst, `,"cache_write_tokens":`...)
+	dst = i(dst, written, 10)
 	dst = append(dst, `},"output_tokens":`...)
 	dst = i(dst, out, 10)
 	dst = append(dst, `,"output_tokens_details":{"reasoning_tokens":`...)

@@ -39,10 +39,14 @@ func rcJSON(t *testing.T, config, upstream string) (string, *transforms.Exchange
 	return string(out), x
 }
 
+// rcEcho is what every Response object echoes of a request that sets none
+// of the members it echoes.
+const rcEcho = `,"instructions":null,"metadata":{},"parallel_tool_calls":true,"temperature":1,"tool_choice":"auto","tools":[],"top_p":1,"access_programs":{"cyber":"standard"}`
+
 const rcCompletionHead = `{"id":"chatcmpl-1","object":"chat.completion","created":1764400000,"model":"deepseek-v4-pro","choices":[{"index":0,"message":`
 
 func TestResponsesToChatJSON(t *testing.T) {
-	const noUsage = `,"usage":null,"error":null,"incomplete_details":null}`
+	const noUsage = `,"usage":null,"error":null,"incomplete_details":null` + rcEcho + `}`
 	tests := []struct{ name, config, upstream, want string }{
 		{
 			name:   "reasoning, text and calls become items; DeepSeek usage",
@@ -56,8 +60,8 @@ func TestResponsesToChatJSON(t *testing.T) {
 				`{"id":"msg_ID","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Running both.","annotations":[],"logprobs":[]}]},` +
 				`{"id":"fc_ID_0","type":"function_call","status":"completed","call_id":"functions.exec_command:0","name":"exec_command","arguments":"{\"cmd\":\"ls\"}"},` +
 				`{"id":"fc_ID_1","type":"function_call","status":"completed","call_id":"functions.exec_command:1","name":"exec_command","arguments":"{\"cmd\":\"pwd\"}"}],` +
-				`"usage":{"input_tokens":41211,"input_tokens_details":{"cached_tokens":40960},"output_tokens":96,"output_tokens_details":{"reasoning_tokens":64},"total_tokens":41307},` +
-				`"error":null,"incomplete_details":null}`,
+				`"usage":{"input_tokens":41211,"input_tokens_details":{"cached_tokens":40960,"cache_write_tokens":0},"output_tokens":96,"output_tokens_details":{"reasoning_tokens":64},"total_tokens":41307},` +
+				`"error":null,"incomplete_details":null` + rcEcho + `}`,
 		},
 		{
 			name:     "OpenAI usage details; a missing total is the sum; details always present",
@@ -65,8 +69,8 @@ func TestResponsesToChatJSON(t *testing.T) {
 			upstream: rcCompletionHead + `{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4}}}`,
 			want: `{"id":"resp_ID","object":"response","created_at":1764400000,"status":"completed","model":"gpt-5.5","output":[` +
 				`{"id":"msg_ID","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Hi","annotations":[],"logprobs":[]}]}],` +
-				`"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":4},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":15},` +
-				`"error":null,"incomplete_details":null}`,
+				`"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":4,"cache_write_tokens":0},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":15},` +
+				`"error":null,"incomplete_details":null` + rcEcho + `}`,
 		},
 		{
 			name:     "a call without an id gets one of ours; no usage",
@@ -88,14 +92,14 @@ func TestResponsesToChatJSON(t *testing.T) {
 			upstream: rcCompletionHead + `{"role":"assistant","content":"","reasoning_content":"Thinking very long"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":7,"total_tokens":10}}`,
 			want: `{"id":"resp_ID","object":"response","created_at":1764400000,"status":"incomplete","model":"gpt-5.5","output":[` +
 				`{"id":"rs_ID","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"Thinking very long"}],"encrypted_content":"` + envDeepSeek + `"}],` +
-				`"usage":{"input_tokens":3,"input_tokens_details":{"cached_tokens":0},"output_tokens":7,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":10},` +
-				`"error":null,"incomplete_details":{"reason":"max_output_tokens"}}`,
+				`"usage":{"input_tokens":3,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens":7,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":10},` +
+				`"error":null,"incomplete_details":{"reason":"max_output_tokens"}` + rcEcho + `}`,
 		},
 		{
 			name:     "content_filter is incomplete: content_filter",
 			config:   "",
 			upstream: rcCompletionHead + `{"role":"assistant","content":null},"finish_reason":"content_filter"}]}`,
-			want:     `{"id":"resp_ID","object":"response","created_at":1764400000,"status":"incomplete","model":"gpt-5.5","output":[],"usage":null,"error":null,"incomplete_details":{"reason":"content_filter"}}`,
+			want:     `{"id":"resp_ID","object":"response","created_at":1764400000,"status":"incomplete","model":"gpt-5.5","output":[],"usage":null,"error":null,"incomplete_details":{"reason":"content_filter"}` + rcEcho + `}`,
 		},
 	}
 	for _, tc := range tests {
@@ -103,6 +107,9 @@ func TestResponsesToChatJSON(t *testing.T) {
 			out, _ := rcJSON(t, tc.config, tc.upstream)
 			transformtest.JSONEqual(t, []byte(rcNorm(out)), tc.want)
 			transformtest.SDKResponse(t, []byte(out))
+			if m := transformtest.MissingRequired([]byte(out)); len(m) > 0 {
+				t.Fatalf("the response lacks the members openai-go requires: %v", m)
+			}
 		})
 	}
 }
@@ -124,7 +131,7 @@ func TestResponsesToChatJSONErrorPassesThrough(t *testing.T) {
 func TestResponsesToChatJSONEmptyArguments(t *testing.T) {
 	out, _ := rcJSON(t, "", rcCompletionHead+`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"now","arguments":""}}]},"finish_reason":"tool_calls"}]}`)
 	transformtest.JSONEqual(t, []byte(rcNorm(out)), `{"id":"resp_ID","object":"response","created_at":1764400000,"status":"completed","model":"gpt-5.5","output":[`+
-		`{"id":"fc_ID_0","type":"function_call","status":"completed","call_id":"c1","name":"now","arguments":"{}"}],"usage":null,"error":null,"incomplete_details":null}`)
+		`{"id":"fc_ID_0","type":"function_call","status":"completed","call_id":"c1","name":"now","arguments":"{}"}],"usage":null,"error":null,"incomplete_details":null`+rcEcho+`}`)
 }
 
 // TestResponsesToChatJSONCutCall: a call cut short by the token limit is
@@ -135,7 +142,7 @@ func TestResponsesToChatJSONCutCall(t *testing.T) {
 		`{"id":"c1","type":"function","function":{"name":"apply_patch","arguments":"{\"input\":\"*** Begin Patch\\n*** Add File: a.txt\\n+hel"}}]},"finish_reason":"length"}]}`)
 	transformtest.JSONEqual(t, []byte(rcNorm(out)), `{"id":"resp_ID","object":"response","created_at":1764400000,"status":"incomplete","model":"gpt-5.5","output":[`+
 		`{"id":"rs_ID","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"R"}],"encrypted_content":"`+envDeepSeek+`"}],`+
-		`"usage":null,"error":null,"incomplete_details":{"reason":"max_output_tokens"}}`)
+		`"usage":null,"error":null,"incomplete_details":{"reason":"max_output_tokens"}`+rcEcho+`}`)
 }
 
 // TestResponsesToChatJSONMessageCutShort: a message the token limit cut short
@@ -144,7 +151,7 @@ func TestResponsesToChatJSONMessageCutShort(t *testing.T) {
 	out, _ := rcJSON(t, "", rcCompletionHead+`{"role":"assistant","content":"The answer is"},"finish_reason":"length"}]}`)
 	transformtest.JSONEqual(t, []byte(rcNorm(out)), `{"id":"resp_ID","object":"response","created_at":1764400000,"status":"incomplete","model":"gpt-5.5","output":[`+
 		`{"id":"msg_ID","type":"message","status":"incomplete","role":"assistant","content":[{"type":"output_text","text":"The answer is","annotations":[],"logprobs":[]}]}],`+
-		`"usage":null,"error":null,"incomplete_details":{"reason":"max_output_tokens"}}`)
+		`"usage":null,"error":null,"incomplete_details":{"reason":"max_output_tokens"}`+rcEcho+`}`)
 }
 
 func TestResponsesToChatStreamMessageCutShort(t *testing.T) {
@@ -219,7 +226,7 @@ func rcJoin(parts ...[]string) []string {
 // Expected event builders, one per event shape of responses-chat-bridge.md §2.6.
 func rcResp(status string, output []string, usage, errObj, incomplete string) string {
 	return `{"id":"resp_ID","object":"response","created_at":1764400000,"status":"` + status + `","model":"gpt-5.5","output":[` + strings.Join(output, ",") +
-		`],"usage":` + usage + `,"error":` + errObj + `,"incomplete_details":` + incomplete + `}`
+		`],"usage":` + usage + `,"error":` + errObj + `,"incomplete_details":` + incomplete + rcEcho + `}`
 }
 
 func rcStart() []string {
@@ -320,7 +327,7 @@ func rcFcClose(idx int, callID, name, args string) []string {
 }
 
 func rcUsage(in, cached, out, reasoning, total int) string {
-	return `{"input_tokens":` + strconv.Itoa(in) + `,"input_tokens_details":{"cached_tokens":` + strconv.Itoa(cached) + `},"output_tokens":` + strconv.Itoa(out) +
+	return `{"input_tokens":` + strconv.Itoa(in) + `,"input_tokens_details":{"cached_tokens":` + strconv.Itoa(cached) + `,"cache_write_tokens":0},"output_tokens":` + strconv.Itoa(out) +
 		`,"output_tokens_details":{"reasoning_tokens":` + strconv.Itoa(reasoning) + `},"total_tokens":` + strconv.Itoa(total) + `}`
 }
 
@@ -362,7 +369,7 @@ var deepSeekToolTurn = ": keep-alive\n\n" + rcData(
 func TestResponsesToChatStreamDeepSeekToolTurn(t *testing.T) {
 	const rs = `{"id":"rs_ID_1","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"Need to list files first."}],"encrypted_content":"llmt1.eyJwIjoiZGVlcHNlZWsifQ"}`
 	const fc = `{"id":"fc_ID_1","type":"function_call","status":"completed","call_id":"call_00_kw66q","name":"exec_command","arguments":"{\"cmd\":\"ls\"}"}`
-	const inProgress = `{"id":"resp_ID","object":"response","created_at":1764400000,"status":"in_progress","model":"gpt-5.5","output":[],"usage":null,"error":null,"incomplete_details":null}`
+	const inProgress = `{"id":"resp_ID","object":"response","created_at":1764400000,"status":"in_progress","model":"gpt-5.5","output":[],"usage":null,"error":null,"incomplete_details":null` + rcEcho + `}`
 	want := ": keep-alive\n\n" +
 		"event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":" + inProgress + "}\n\n" +
 		"event: response.in_progress\ndata: {\"type\":\"response.in_progress\",\"sequence_number\":1,\"response\":" + inProgress + "}\n\n" +
@@ -380,8 +387,8 @@ func TestResponsesToChatStreamDeepSeekToolTurn(t *testing.T) {
 		"event: response.function_call_arguments.done\ndata: {\"type\":\"response.function_call_arguments.done\",\"sequence_number\":12,\"item_id\":\"fc_ID_1\",\"output_index\":1,\"name\":\"exec_command\",\"arguments\":\"{\\\"cmd\\\":\\\"ls\\\"}\"}\n\n" +
 		"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"sequence_number\":13,\"output_index\":1,\"item\":" + fc + "}\n\n" +
 		"event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":14,\"response\":{\"id\":\"resp_ID\",\"object\":\"response\",\"created_at\":1764400000,\"status\":\"completed\",\"model\":\"gpt-5.5\"," +
-		"\"output\":[" + rs + "," + fc + "],\"usage\":{\"input_tokens\":41211,\"input_tokens_details\":{\"cached_tokens\":40960},\"output_tokens\":96,\"output_tokens_details\":{\"reasoning_tokens\":64},\"total_tokens\":41307}," +
-		"\"error\":null,\"incomplete_details\":null}}\n\n"
+		"\"output\":[" + rs + "," + fc + "],\"usage\":{\"input_tokens\":41211,\"input_tokens_details\":{\"cached_tokens\":40960,\"cache_write_tokens\":0},\"output_tokens\":96,\"output_tokens_details\":{\"reasoning_tokens\":64},\"total_tokens\":41307}," +
+		"\"error\":null,\"incomplete_details\":null" + rcEcho + "}}\n\n"
 	if got := rcStream(t, rcRules(`{"profile":"deepseek"}`), deepSeekToolTurn); got != want {
 		t.Fatalf("stream\n%s\n--- want\n%s", got, want)
 	}
@@ -634,7 +641,8 @@ func TestResponsesToChatStreamContextLength(t *testing.T) {
 }
 
 // TestResponsesToChatStreamUsageInChoice: Moonshot (Kimi) puts a stream's
-// usage in choices[0].usage of the finishing chunk, not at the top level
+// usage, its cache hits in a top-level cached_tokens, in choices[0].usage
+// of the finishing chunk, not at the top level
 // (higress#1568, earendil-works/pi#2017). Without it Codex sees no token
 // count and never compacts.
 func TestResponsesToChatStreamUsageInChoice(t *testing.T) {
@@ -646,8 +654,9 @@ func TestResponsesToChatStreamUsageInChoice(t *testing.T) {
 	evs := transformtest.Events(t, got)
 	resp, _ := evs[len(evs)-1]["response"].(map[string]any)
 	u, _ := json.Marshal(resp["usage"])
-	if string(u) == "null" || !strings.Contains(string(u), `"input_tokens":19`) || !strings.Contains(string(u), `"total_tokens":32`) {
-		t.Fatalf("usage %s", u)
+	// Kimi's top-level cached_tokens is the cache hit count.
+	if want := `{"input_tokens":19,"input_tokens_details":{"cache_write_tokens":0,"cached_tokens":16},"output_tokens":13,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":32}`; string(u) != want {
+		t.Fatalf("usage %s, want %s", u, want)
 	}
 }
 
@@ -721,7 +730,7 @@ func TestResponsesToChatJSONMiniMaxReasoningDetails(t *testing.T) {
 	transformtest.JSONEqual(t, []byte(rcNorm(out)), `{"id":"resp_ID","object":"response","created_at":1764400000,"status":"completed","model":"gpt-5.5","output":[`+
 		`{"id":"rs_ID","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"Think it through."}],"encrypted_content":"`+envMiniMax+`"},`+
 		`{"id":"msg_ID","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Done.","annotations":[],"logprobs":[]}]}],`+
-		`"usage":null,"error":null,"incomplete_details":null}`)
+		`"usage":null,"error":null,"incomplete_details":null`+rcEcho+`}`)
 }
 
 func TestResponsesToChatStreamMiniMaxReasoningDetails(t *testing.T) {
@@ -928,6 +937,12 @@ func rcEventsProblem(stream string, other bool) (int, error) {
 		switch u.Type {
 		case "response.completed", "response.incomplete", "response.failed":
 			terminal = true
+			fallthrough
+		case "response.created", "response.in_progress":
+			if m := transformtest.MissingRequired([]byte(u.Response.RawJSON())); len(m) > 0 {
+				perr = fmt.Errorf("the %s object lacks the members openai-go requires: %v", u.Type, m)
+				return perr
+			}
 		}
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -335,4 +336,41 @@ func Doubling(n int, setup func(n int) func()) float64 {
 	}
 	small := best(setup(n))
 	return float64(best(setup(2*n))) / float64(small)
+}
+
+// MissingRequired lists the members openai-go marks api:"required" that a
+// Response object lacks (null counts as present): on the object, and on
+// its usage when there is one. A strict client's generated types expect
+// them all.
+func MissingRequired(obj []byte) []string {
+	var missing []string
+	var check func(raw json.RawMessage, typ reflect.Type, path string)
+	check = func(raw json.RawMessage, typ reflect.Type, path string) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil || m == nil {
+			return
+		}
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			if f.Tag.Get("api") != "required" {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			v, ok := m[name]
+			if !ok {
+				missing = append(missing, path+name)
+				continue
+			}
+			// Usage and its details are plain structs: their members
+			// are checked too.
+			if f.Type.Kind() == reflect.Struct && strings.HasPrefix(f.Type.Name(), "ResponseUsage") {
+				check(v, f.Type, path+name+".")
+			}
+		}
+		if u, ok := m["usage"]; ok && typ == reflect.TypeFor[responses.Response]() {
+			check(u, reflect.TypeFor[responses.ResponseUsage](), "usage.")
+		}
+	}
+	check(obj, reflect.TypeFor[responses.Response](), "")
+	return missing
 }
