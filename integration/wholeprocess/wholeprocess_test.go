@@ -6,9 +6,13 @@
 // llm_transform bridges Responses clients to a Chat upstream.
 //
 // All the work is in Benchmark functions, so `go test ./...` only compiles
-// this package:
+// this package. BenchmarkStream and BenchmarkBridgeStream are a table of
+// rows (layout × upstream, see streamtable_test.go) whose paced rows take
+// about half a minute each whatever -benchtime asks, so run them at the
+// default -benchtime and the others with a count:
 //
-//	go test -run '^$' -bench . -benchtime=100x ./integration/wholeprocess/
+//	go test -run '^$' -bench '^Benchmark(Bridge)?Stream$' ./integration/wholeprocess/
+//	go test -run '^$' -bench 'Request|TTFB|InProcess' -benchtime=100x ./integration/wholeprocess/
 //
 // With LLMT_WP_PIN=0/1 the benchmark process, which is the upstream and
 // the client, runs on CPU 0 and the Caddy processes on CPU 1 (taskset), as
@@ -232,6 +236,7 @@ func stopAll() {
 func setup(b *testing.B) {
 	b.Helper()
 	setupOnce.Do(func() {
+		initTables() // before the upstream serves them
 		upstream = httptest.NewServer(http.HandlerFunc(serveUpstream))
 		up := strings.TrimPrefix(upstream.URL, "http://")
 		procA, setupErr = startCaddy("A", "\treverse_proxy "+up)
@@ -286,14 +291,16 @@ func pin(load int, caddies ...*proc) error {
 	return nil
 }
 
-// The upstream answers at once with canned bytes chosen by X-Bench-Case;
-// with X-Bench-Check it also says whether the body it got still had a
-// custom tool call in it, whether it was a Chat request, and its path.
+// The upstream answers with canned bytes chosen by X-Bench-Case: a stream
+// of the table (tableStreams, "responses:<layout>" or "chat:<layout>"),
+// written as X-Bench-Upstream says (see writeTable), or one of the fixed
+// cases below; with X-Bench-Check it also says whether the body it got
+// still had a custom tool call in it, whether it was a Chat request, and
+// its path.
 var (
 	streamOnce  sync.Once
-	streamEvs   [][]byte
+	streamEvs   [][]byte // BenchmarkStreamInProcess and BenchmarkStreamEngine
 	ttfbEvs     [][]byte
-	chatEvs     [][]byte // set up by setupBridge
 	tinyJSON    = []byte(`{"id":"resp_1","object":"response","status":"completed","model":"m","output":[{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"ok"}]}]}`)
 	streamBody  = []byte(`{"model":"m","stream":true,"tools":[{"type":"custom","name":"apply_patch"},{"type":"function","name":"exec_command","parameters":{"type":"object"}}],"input":"Edit the files"}`)
 	requestOnce sync.Once
@@ -310,14 +317,15 @@ func serveUpstream(w http.ResponseWriter, r *http.Request) {
 	} else {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}
+	kase := r.Header.Get("X-Bench-Case")
+	if t := tableStreams[kase]; t != nil {
+		writeTable(w, r, t)
+		return
+	}
 	var evs [][]byte
-	switch r.Header.Get("X-Bench-Case") {
-	case "stream":
-		evs = streamEvs
+	switch kase {
 	case "ttfb":
 		evs = ttfbEvs
-	case "chat":
-		evs = chatEvs
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(tinyJSON)
@@ -371,7 +379,9 @@ func pieces(s string, n int) []string {
 
 // streamEvents renders a Responses stream of about 2.3k events: text deltas,
 // one apply_patch function call (a converted custom tool) whose arguments
-// arrive in about a thousand small deltas, and one native exec_command call.
+// arrive in about a thousand 12-byte deltas, and one native exec_command
+// call. It was BenchmarkStream's stream before the table (responsesEvents);
+// the in-process benchmarks keep it so their figures stay comparable.
 func streamEvents(textDeltas, patchLines int) [][]byte {
 	var evs [][]byte
 	seq := 0
@@ -653,30 +663,6 @@ func profile(b *testing.B, kase string, pa, pb *proc, one func(p *proc)) {
 	}
 }
 
-// BenchmarkStream: CPU of B over CPU of A for a 2.3k-event Responses
-// stream with one converted apply_patch call, the request declaring the
-// custom tool so the rule is active.
-func BenchmarkStream(b *testing.B) {
-	setup(b)
-	initStreams()
-	a := string(fetch(b, procA, responsesPath, "stream", streamBody))
-	r := string(fetch(b, procB, responsesPath, "stream", streamBody))
-	if strings.Contains(a, "custom_tool_call") || !strings.Contains(r, `"custom_tool_call"`) || strings.Count(r, "\n\n") < 1000 {
-		b.Fatalf("the routes do not do what the benchmark assumes (%d events from A, %d from B)", strings.Count(a, "\n\n"), strings.Count(r, "\n\n"))
-	}
-	one := func(p *proc) { fetch(b, p, responsesPath, "stream", streamBody) }
-	profile(b, "stream", procA, procB, one)
-	b.ResetTimer()
-	ta, tb := measure(b, procA, procB, one)
-	b.StopTimer()
-	reportCPU(b, ta, tb)
-	b.ReportMetric(float64(tb)/float64(ta), "x_passthrough_cpu")
-	// The added CPU per event holds steadier than the ratio: A's cost per
-	// event (mostly syscalls) swings with the machine's load.
-	b.ReportMetric(float64(tb-ta)*1e6/ticksPerSecond/float64(b.N*len(streamEvs)), "added_us/event")
-	b.ReportMetric(float64(len(streamEvs)), "events")
-}
-
 // The bridge benchmark's own process: a Responses client in front of a Chat
 // upstream through responses_to_chat. Its process A is procA, the plain
 // reverse_proxy, sent the Chat request for the same stream.
@@ -696,12 +682,11 @@ var (
 )
 
 // setupBridge starts process B of the bridge benchmark once, after the
-// shared upstream and process A, and renders the upstream's Chat stream.
+// shared upstream and process A.
 func setupBridge(b *testing.B) {
 	b.Helper()
 	setup(b)
 	bridgeOnce.Do(func() {
-		chatEvs = chatChunks(300, 300, 92)
 		up := strings.TrimPrefix(upstream.URL, "http://")
 		procBridge, bridgeErr = startCaddy("B", `	llm_transform {
 		rule responses_to_chat {
@@ -722,12 +707,20 @@ func setupBridge(b *testing.B) {
 // reasoning_content deltas a word or two long, content deltas, two tool
 // calls one after the other (apply_patch with the escape-heavy patch of
 // BenchmarkStream, exec_command) whose arguments arrive in 12-byte pieces,
-// the finish_reason chunk, a usage-only chunk and [DONE]. It records the
-// texts and delta counts in bridgeText and bridgeN for the checks.
-func chatChunks(reasoningDeltas, contentDeltas, patchLines int) [][]byte {
+// the finish_reason chunk, a usage-only chunk and [DONE]. Its keys are in
+// DeepSeek's order (as OpenAI writes Chat chunks) or, for layoutSorted,
+// sorted at every level. It records the texts and delta counts in
+// bridgeText and bridgeN for the checks.
+func chatChunks(reasoningDeltas, contentDeltas, patchLines int, layout string) [][]byte {
 	var evs [][]byte
+	data := func(js string) {
+		if layout == layoutSorted {
+			js = sortKeys(js)
+		}
+		evs = append(evs, []byte("data: "+js+"\n\n"))
+	}
 	chunk := func(delta, finish string) {
-		evs = append(evs, []byte(`data: {"id":"0f9e4c1a-5b7d-4e21-9c3a-8d6f2b1e0a47","object":"chat.completion.chunk","created":1764400000,"model":"deepseek-v4-pro","system_fingerprint":"fp_8802369eaa_prod0820_fp8_kvcache","choices":[{"index":0,"delta":`+delta+`,"logprobs":null,"finish_reason":`+finish+`}]}`+"\n\n"))
+		data(`{"id":"0f9e4c1a-5b7d-4e21-9c3a-8d6f2b1e0a47","object":"chat.completion.chunk","created":1764400000,"model":"deepseek-v4-pro","system_fingerprint":"fp_8802369eaa_prod0820_fp8_kvcache","choices":[{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":` + finish + `}]}`)
 	}
 	reasoning := []string{"The user ", "wants ", "módulo_1.py ", "edited: ", "replace ", `print("Hallo") `, "with ", "the ", `"Grüße" `, "line, ", `keeping C:\temp `, "paths.\n"}
 	content := []string{"I'll ", "update ", "`src/módulo_1.py` ", "and ", "then ", "run ", `"grep" `, "to ", "check ", "the ", "result ", "✓.\n"}
@@ -756,7 +749,7 @@ func chatChunks(reasoningDeltas, contentDeltas, patchLines int) [][]byte {
 	np := call(0, "call_00_kw66qXbR4jVn1m8s", "apply_patch", patch)
 	ne := call(1, "call_01_Zp3tLq9wE2aYc7Hd", "exec_command", exec)
 	chunk(`{"content":"","reasoning_content":null}`, `"tool_calls"`)
-	evs = append(evs, []byte(`data: {"id":"0f9e4c1a-5b7d-4e21-9c3a-8d6f2b1e0a47","object":"chat.completion.chunk","created":1764400000,"model":"deepseek-v4-pro","system_fingerprint":"fp_8802369eaa_prod0820_fp8_kvcache","choices":[],"usage":{"prompt_tokens":41211,"completion_tokens":5120,"total_tokens":46331,"prompt_tokens_details":{"cached_tokens":40960},"completion_tokens_details":{"reasoning_tokens":900},"prompt_cache_hit_tokens":40960,"prompt_cache_miss_tokens":251}}`+"\n\n"))
+	data(`{"id":"0f9e4c1a-5b7d-4e21-9c3a-8d6f2b1e0a47","object":"chat.completion.chunk","created":1764400000,"model":"deepseek-v4-pro","system_fingerprint":"fp_8802369eaa_prod0820_fp8_kvcache","choices":[],"usage":{"prompt_tokens":41211,"completion_tokens":5120,"total_tokens":46331,"prompt_tokens_details":{"cached_tokens":40960},"completion_tokens_details":{"reasoning_tokens":900},"prompt_cache_hit_tokens":40960,"prompt_cache_miss_tokens":251}}`)
 	evs = append(evs, []byte("data: [DONE]\n\n"))
 	bridgeText.reasoning, bridgeText.content, bridgeText.patch, bridgeText.exec = rt.String(), ct.String(), patch, exec
 	bridgeN.reasoning, bridgeN.content, bridgeN.patch, bridgeN.exec = reasoningDeltas, contentDeltas, np, ne
@@ -815,47 +808,6 @@ func checkBridged(b *testing.B, out []byte) int {
 		b.Fatalf("B: response.completed does not hold what the upstream sent: output %s, usage %s", got, r.Get("usage").Raw)
 	}
 	return len(evs)
-}
-
-// BenchmarkBridgeStream: CPU of a Responses client's stream bridged from a
-// Chat upstream by responses_to_chat (B) over the CPU of the same Chat
-// stream passed through untouched to a Chat client (A): a ~2k-chunk
-// DeepSeek-style stream with reasoning, text, and two calls whose
-// escape-heavy arguments arrive in small pieces.
-func BenchmarkBridgeStream(b *testing.B) {
-	setupBridge(b)
-	// A forwards the upstream's bytes; B sends the upstream a Chat request
-	// on the Chat path and answers with Responses events.
-	if a := fetch(b, procA, chatPath, "chat", bridgeChatBody); !bytes.Equal(a, bytes.Join(chatEvs, nil)) {
-		b.Fatalf("A: the Chat stream did not pass through untouched (%d bytes, want %d)", len(a), len(bytes.Join(chatEvs, nil)))
-	}
-	resp := post(b, procBridge, responsesPath, "chat", bridgeResponsesBody, "X-Bench-Check")
-	out, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if resp.Header.Get("X-Saw-Chat") != "true" || resp.Header.Get("X-Saw-Path") != chatPath || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		b.Fatalf("B: the upstream got a Chat request: %s, on %s; content type %q", resp.Header.Get("X-Saw-Chat"), resp.Header.Get("X-Saw-Path"), resp.Header.Get("Content-Type"))
-	}
-	events := checkBridged(b, out)
-	one := func(p *proc) {
-		if p == procA {
-			fetch(b, p, chatPath, "chat", bridgeChatBody)
-		} else {
-			fetch(b, p, responsesPath, "chat", bridgeResponsesBody)
-		}
-	}
-	profile(b, "bridge", procA, procBridge, one)
-	b.ResetTimer()
-	ta, tb := measure(b, procA, procBridge, one)
-	b.StopTimer()
-	reportCPU(b, ta, tb)
-	b.ReportMetric(float64(tb)/float64(ta), "x_passthrough_cpu")
-	b.ReportMetric(float64(tb-ta)*1e6/ticksPerSecond/float64(b.N*len(chatEvs)), "added_us/chunk")
-	b.ReportMetric(float64(len(chatEvs)), "chunks")
-	b.ReportMetric(float64(events), "events_out")
-	b.ReportMetric(float64(len(out))/float64(len(bytes.Join(chatEvs, nil))), "x_bytes_out")
 }
 
 // BenchmarkRequest: the CPU B spends on a ~1 MB escape-heavy Codex-like
@@ -1092,13 +1044,13 @@ func procStatus(b *testing.B, pid int, field string) int64 {
 	return 0
 }
 
-// BenchmarkStreamInProcess is BenchmarkStream's engine work alone, in this
-// process, on the same events, one per write: thread CPU per event, and as
+// BenchmarkStreamInProcess is the engine work of the first BenchmarkStream
+// alone, in this process, on its events (streamEvents), one per write: thread CPU per event, and as
 // a multiple of parsing the same bytes without rules. It splits the
 // whole-process figure into the engine and everything around it. The same
 // engine work in writes of four or five events, as the proxy reads them
 // from the canned upstream, is reported as ns/event_in_reads.
-// BenchmarkStreamEngine runs the events of BenchmarkStream through the
+// BenchmarkStreamEngine runs the same events (streamEvents) through the
 // engine alone, one per write, and nothing else: timed it is as noisy as
 // the host, but its instruction count under callgrind is steady, which is
 // how changes to the engine are weighed here:
@@ -1120,7 +1072,7 @@ func BenchmarkStreamEngine(b *testing.B) {
 }
 
 // streamEngine returns a function that runs one stream, written as writes,
-// through BenchmarkStream's rule alone and returns how many bytes came out.
+// through BenchmarkStream's rule (field_custom_tools_to_function) alone and returns how many bytes came out.
 func streamEngine(b *testing.B) func(writes [][]byte) int {
 	initStreams()
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
