@@ -1,7 +1,9 @@
 package toolsplan
 
 import (
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 
@@ -59,10 +61,15 @@ func (p *toolPlan) writeHistory() {
 			if b == "" || p.t.action(b) != actDegrade {
 				continue
 			}
-			up := p.codec.name(codecKey{b, "", b})
-			if n.Kind == transforms.NodeCall {
+			d, aliased := p.aliased[b]
+			switch {
+			case n.Kind == transforms.NodeCall && aliased:
+				up, custom := p.codec.name(d), p.convertedCustom(d)
+				w.ReplaceMeasured(n, func(dst []byte) []byte { return aliasedHistoryCall(dst, doc, n, b, up, custom) })
+			case n.Kind == transforms.NodeCall:
+				up := p.codec.name(codecKey{b, "", b})
 				w.ReplaceMeasured(n, func(dst []byte) []byte { return builtinHistoryCall(dst, doc, n, b, up) })
-			} else {
+			default:
 				w.ReplaceMeasured(n, func(dst []byte) []byte { return builtinHistoryOutput(dst, doc, n) })
 			}
 		}
@@ -121,38 +128,35 @@ func (p *toolPlan) dropHostedCalls() {
 // upstream saw for it: same call_id, the item's arguments as JSON text, no
 // id (the upstream wants fc_ ids on function items).
 func builtinHistoryCall(dst, doc []byte, n *transforms.ToolNode, typ, name string) []byte {
-	var f [6]jsonspan.Span
-	jsonspan.ObjectFields(doc, n.Start, []string{"call_id", "status", "action", "operation", "arguments", "id"}, f[:])
-	var args []byte
-	switch typ {
-	case "local_shell", "shell":
-		args = []byte("{}")
-		if a := f[2]; a.Start >= 0 && doc[a.Start] == '{' {
-			ow := jsonspan.NewObj(nil)
-			jsonspan.EachMember(doc, a.Start, func(m jsonspan.Member) bool {
-				if !m.KeyIs(doc, "type") {
-					ow.Raw(doc, m)
-				}
-				return true
-			})
-			args = ow.Close()
+	return historyFunctionCall(dst, doc, n, name, builtinArgs(doc, n, typ))
+}
+
+// aliasedHistoryCall writes a call item of a built-in the request does not
+// declare as a call to the declared tool of its name, under that tool's
+// upstream name. A custom tool (converted to a function taking "input")
+// gets the call as its input text: an apply_patch operation as the patch
+// Codex's apply_patch takes, any other built-in's arguments as JSON text.
+// A function gets the built-in's arguments.
+func aliasedHistoryCall(dst, doc []byte, n *transforms.ToolNode, typ, name string, custom bool) []byte {
+	args := builtinArgs(doc, n, typ)
+	if custom {
+		text := args
+		if typ == "apply_patch" {
+			if patch := operationPatch(doc, jsonspan.Lookup(doc, n.Start, "operation")); patch != nil {
+				text = patch
+			}
 		}
-	case "apply_patch":
-		args = []byte(`{"operation":`)
-		args = jsonspan.AppendRawOr(args, doc, f[3], "{}")
+		args = jsonspan.AppendString([]byte(`{"input":`), text)
 		args = append(args, '}')
-	case "computer":
-		args = []byte(`{"action":`)
-		args = jsonspan.AppendRawOr(args, doc, f[2], "{}")
-		args = append(args, '}')
-	case "tool_search":
-		if a := f[4]; a.Start >= 0 && doc[a.Start] == '"' {
-			s, _ := jsonspan.StringValue(doc, a)
-			args = []byte(s)
-		} else {
-			args = jsonspan.AppendRawOr(nil, doc, f[4], "{}")
-		}
 	}
+	return historyFunctionCall(dst, doc, n, name, args)
+}
+
+// historyFunctionCall writes a function_call item for the call item n:
+// its call_id and a status the upstream takes, name and args as given.
+func historyFunctionCall(dst, doc []byte, n *transforms.ToolNode, name string, args []byte) []byte {
+	var f [2]jsonspan.Span
+	jsonspan.ObjectFields(doc, n.Start, []string{"call_id", "status"}, f[:])
 	ow := jsonspan.NewObj(dst)
 	ow.Key("type")
 	ow.B = append(ow.B, `"function_call"`...)
@@ -169,9 +173,97 @@ func builtinHistoryCall(dst, doc []byte, n *transforms.ToolNode, typ, name strin
 	return ow.Close()
 }
 
+// builtinArgs is what a built-in call item held, as the arguments of the
+// function that stands in for the built-in (builtinSchema). Members the
+// client sent as null are left out, and so is an integer field that is not
+// a positive integer: the Responses items make those fields nullable, the
+// stand-in functions declare them as integers or strings, and an upstream
+// may hold the history's arguments to that schema.
+func builtinArgs(doc []byte, n *transforms.ToolNode, typ string) []byte {
+	var f [3]jsonspan.Span
+	jsonspan.ObjectFields(doc, n.Start, []string{"action", "operation", "arguments"}, f[:])
+	switch typ {
+	case "local_shell", "shell":
+		return presentMembers(nil, doc, f[0], "type")
+	case "apply_patch":
+		args := append([]byte(`{"operation":`), presentMembers(nil, doc, f[1], "")...)
+		return append(args, '}')
+	case "computer":
+		args := append([]byte(`{"action":`), presentMembers(nil, doc, f[0], "")...)
+		return append(args, '}')
+	case "tool_search":
+		if a := f[2]; a.Start >= 0 && doc[a.Start] == '"' {
+			s, _ := jsonspan.StringValue(doc, a)
+			return []byte(s)
+		}
+		return jsonspan.AppendRawOr(nil, doc, f[2], "{}")
+	}
+	return nil
+}
+
+// integerArgs are the members of built-in arguments that the stand-in
+// functions declare as integers of at least 1.
+var integerArgs = []string{"timeout_ms", "max_output_length"}
+
+// presentMembers writes the object at sp without its null members, the
+// member named skip, and integer members (integerArgs) that are not
+// positive integers; {} when sp is not an object.
+func presentMembers(dst, doc []byte, sp jsonspan.Span, skip string) []byte {
+	if sp.Start < 0 || doc[sp.Start] != '{' {
+		return append(dst, "{}"...)
+	}
+	ow := jsonspan.NewObj(dst)
+	jsonspan.EachMember(doc, sp.Start, func(m jsonspan.Member) bool {
+		v := doc[m.Value.Start:m.Value.End]
+		switch {
+		case string(v) == "null", skip != "" && m.KeyIs(doc, skip):
+		case slices.ContainsFunc(integerArgs, func(k string) bool { return m.KeyIs(doc, k) }) && !isInteger(v):
+		default:
+			ow.Raw(doc, m)
+		}
+		return true
+	})
+	return ow.Close()
+}
+
+// operationPatch writes an apply_patch operation as the patch text of
+// Codex's apply_patch (the same V4A hunks inside its envelope), or nil
+// when the operation is not one of the three with a path.
+func operationPatch(doc []byte, op jsonspan.Span) []byte {
+	if op.Start < 0 || doc[op.Start] != '{' {
+		return nil
+	}
+	var f [3]jsonspan.Span
+	jsonspan.ObjectFields(doc, op.Start, []string{"type", "path", "diff"}, f[:])
+	typ, _ := jsonspan.StringValue(doc, f[0])
+	path, _ := jsonspan.StringValue(doc, f[1])
+	diff, _ := jsonspan.StringValue(doc, f[2])
+	if path == "" || strings.ContainsAny(path, "\r\n") {
+		return nil
+	}
+	b := []byte("*** Begin Patch\n")
+	switch typ {
+	case "create_file":
+		b = append(b, "*** Add File: "+path+"\n"...)
+	case "update_file":
+		b = append(b, "*** Update File: "+path+"\n"...)
+	case "delete_file":
+		b = append(b, "*** Delete File: "+path+"\n"...)
+		diff = ""
+	default:
+		return nil
+	}
+	b = append(b, diff...)
+	if diff != "" && !strings.HasSuffix(diff, "\n") {
+		b = append(b, '\n')
+	}
+	return append(b, "*** End Patch\n"...)
+}
+
 // builtinHistoryOutput writes a built-in call's output as a
 // function_call_output: text for shell outputs, the image of a screenshot,
-// the loaded definitions of a tool search as JSON text.
+// the loaded definitions of a tool search as JSON text, the status when
+// the output is missing or null.
 func builtinHistoryOutput(dst, doc []byte, n *transforms.ToolNode) []byte {
 	var f [4]jsonspan.Span
 	jsonspan.ObjectFields(doc, n.Start, []string{"call_id", "output", "tools", "status"}, f[:])
@@ -182,6 +274,9 @@ func builtinHistoryOutput(dst, doc []byte, n *transforms.ToolNode) []byte {
 	ow.B = jsonspan.AppendRawOr(ow.B, doc, f[0], `""`)
 	ow.Key("output")
 	out := f[1]
+	if out.Start >= 0 && string(doc[out.Start:out.End]) == "null" {
+		out = jsonspan.NoSpan() // an apply_patch_call_output without one: its status says how it went
+	}
 	switch {
 	case n.Type == "tool_search_output":
 		ow.B = jsonspan.AppendString(ow.B, jsonspan.AppendRawOr(nil, doc, f[2], "[]"))

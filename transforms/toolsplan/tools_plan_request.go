@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/llmtransform/caddy-llm-transform/transforms"
@@ -67,6 +68,11 @@ type toolPlan struct {
 	// are worth looking at one by one.
 	anyDeferred bool
 	count       int // definitions the upstream gets
+	// aliased are the built-ins this request does not declare whose
+	// history items stand for calls to a declared tool of the same name
+	// (Codex's custom apply_patch beside an apply_patch_call of a turn
+	// that used the built-in): that tool's identity.
+	aliased map[string]codecKey
 }
 
 // loadedTool is a definition a tool_search_output in the history loaded.
@@ -364,9 +370,12 @@ func (p *toolPlan) clientSearch(n *transforms.ToolNode) bool {
 
 // planHistory registers the identities history items name, so the codec
 // encodes them as it does declarations, and collects the tools earlier
-// searches loaded.
+// searches loaded. A built-in that only the history names, and whose name a
+// declared tool already has, is not a second tool of that name: its items
+// become calls to the declared one (claimant, aliasedHistoryCall).
 func (p *toolPlan) planHistory() {
 	w := p.w
+	var historyOnly []string // built-ins named by the history alone
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
 		switch {
@@ -384,12 +393,72 @@ func (p *toolPlan) planHistory() {
 			if b == "" || p.t.action(b) != actDegrade {
 				continue
 			}
-			p.addName(codecKey{b, "", b})
+			if k := (codecKey{b, "", b}); !p.declared[k] && !slices.Contains(historyOnly, b) {
+				historyOnly = append(historyOnly, b)
+			}
 			if n.Type == "tool_search_output" && p.search {
 				p.collectLoaded(n)
 			}
 		}
 	}
+	// After the whole history: a tool_search_output may load a tool later.
+	for _, b := range historyOnly {
+		k := codecKey{b, "", b}
+		if d, ok := p.claimant(k); ok {
+			if p.aliased == nil {
+				p.aliased = map[string]codecKey{}
+			}
+			p.aliased[b] = d
+			if p.x.Deciding() {
+				p.x.Decide(b, "convert_history_only", "the history holds "+b+" calls and the request does not declare "+b+
+					": they go to the upstream as calls to the declared "+p.declaredKind(d)+" "+d.String())
+			}
+			continue
+		}
+		p.addName(k)
+	}
+}
+
+// claimant is the declared identity, if any, that asks for the upstream
+// name a history-only built-in would take: the two would share it.
+func (p *toolPlan) claimant(k codecKey) (codecKey, bool) {
+	want := p.want(k)
+	var found codecKey
+	ok := false
+	for d := range p.declared {
+		if d == k || p.codec.scope(d) != "" || p.want(d) != want {
+			continue
+		}
+		// Two declared identities sharing a name are a conflict resolve
+		// reports; pick one deterministically meanwhile.
+		if !ok || d.hashKey() < found.hashKey() {
+			found, ok = d, true
+		}
+	}
+	return found, ok
+}
+
+// declaredKind says what a declared identity was to the client: a custom
+// tool the rule converted, a built-in, or a function.
+func (p *toolPlan) declaredKind(d codecKey) string {
+	switch {
+	case d.typ != "function":
+		return d.typ + " tool"
+	case p.convertedCustom(d):
+		return "custom tool"
+	}
+	return "function"
+}
+
+// convertedCustom reports a declared function that is a custom tool a
+// custom conversion of this chain (the rule's own, or an earlier
+// field_custom_tools_to_function) turned into a function taking
+// {"input": <text>}.
+func (p *toolPlan) convertedCustom(d codecKey) bool {
+	if d.typ != "function" {
+		return false
+	}
+	return p.x.Tools().Origin(transforms.ToolID{Type: "function", Namespace: d.ns, Name: d.name}).Type == "custom"
 }
 
 // historyKey is the identity a history function call names. A call named
