@@ -78,7 +78,7 @@ func TestResponsesToChatStreamCallBuffer(t *testing.T) {
 			name:     "past the limit",
 			upstream: rcData(rcChunk(`{"role":"assistant","reasoning_content":"R"}`, "null"), first, second, rcChunk(`{}`, `"tool_calls"`)) + "data: [DONE]\n\n",
 			limit:    16,
-			want: rcJoin(rcStart(), rcRsOpen("rs_ID_1", 0, envDeepSeek), []string{rcRsDelta("rs_ID_1", 0, "R")}, rcRsClose("rs_ID_1", 0, envDeepSeek, "R"), []string{
+			want: rcJoin(rcStart(), rcRsOpen("rs_ID_1", 0), []string{rcRsDelta("rs_ID_1", 0, "R")}, rcRsClose("rs_ID_1", 0, envDeepSeek, "R"), []string{
 				rcFcAdded(1, "c1", "exec_command"),
 				rcFcDelta(1, `{"cmd":`),
 				rcTerminal("response.failed", rcResp("failed", []string{rs}, "null", `{"code":"max_call_buffer_exceeded","message":`+rcStr(named)+`}`, "null")),
@@ -163,10 +163,10 @@ func TestResponsesToChatStreamReasoningCap(t *testing.T) {
 	rules := rcRules(`{"profile":"deepseek","max_reasoning":10}`)
 	got := rcStream(t, rules, upstream)
 	want := rcSeq(rcJoin(rcStart(),
-		rcRsOpen("rs_ID_1", 0, envDeepSeek), []string{rcRsDelta("rs_ID_1", 0, "abcd"), rcRsDelta("rs_ID_1", 0, "efgh"), rcRsDelta("rs_ID_1", 0, "ijkl")},
+		rcRsOpen("rs_ID_1", 0), []string{rcRsDelta("rs_ID_1", 0, "abcd"), rcRsDelta("rs_ID_1", 0, "efgh"), rcRsDelta("rs_ID_1", 0, "ijkl")},
 		rcRsClose("rs_ID_1", 0, envDeepSeekCut, "abcdefgh"),
 		rcMsgOpen("msg_ID_2", 1), []string{rcMsgDelta("msg_ID_2", 1, "ok")}, rcMsgClose("msg_ID_2", 1, "ok"),
-		rcRsOpen("rs_ID_3", 2, envDeepSeek), []string{rcRsDelta("rs_ID_3", 2, "mn")}, rcRsClose("rs_ID_3", 2, envDeepSeekCut, ""),
+		rcRsOpen("rs_ID_3", 2), []string{rcRsDelta("rs_ID_3", 2, "mn")}, rcRsClose("rs_ID_3", 2, envDeepSeekCut, ""),
 		rcMsgOpen("msg_ID_4", 3), []string{rcMsgDelta("msg_ID_4", 3, "!")}, rcMsgClose("msg_ID_4", 3, "!"),
 		[]string{rcTerminal("response.completed", rcResp("completed", []string{
 			rcRsItem("rs_ID_1", envDeepSeekCut, "abcdefgh"), rcMsgItem("msg_ID_2", "ok"), rcRsItem("rs_ID_3", envDeepSeekCut, ""), rcMsgItem("msg_ID_4", "!"),
@@ -327,7 +327,7 @@ func TestResponsesToChatThinkCloseInsideEscapes(t *testing.T) {
 	// so the expected events spell > the way the upstream did.
 	text := strings.Repeat(`\u003c/think>`, 3)
 	want := rcSeq(rcJoin(rcStart(),
-		rcRsOpen("rs_ID_1", 0, envDeepSeek), []string{rcRsDelta("rs_ID_1", 0, text)}, rcRsClose("rs_ID_1", 0, envDeepSeek, text),
+		rcRsOpen("rs_ID_1", 0), []string{rcRsDelta("rs_ID_1", 0, text)}, rcRsClose("rs_ID_1", 0, envDeepSeek, text),
 		rcMsgOpen("msg_ID_2", 1), []string{rcMsgDelta("msg_ID_2", 1, "ok")}, rcMsgClose("msg_ID_2", 1, "ok"),
 		[]string{rcTerminal("response.completed", rcResp("completed", []string{rcRsItem("rs_ID_1", envDeepSeek, text), rcMsgItem("msg_ID_2", "ok")}, "null", "null", "null"))})...)
 	want = strings.ReplaceAll(want, `/think>`, `/think\u003e`)

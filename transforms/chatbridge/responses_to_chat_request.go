@@ -400,6 +400,12 @@ func (b *chatBuild) items(conv []byte, system []string, refs itemRefs) ([]byte, 
 			text, _ := b.content(doc, f[2])
 			conv = b.flush(conv)
 			conv = b.userText(conv, "[agent message] "+text)
+		case "item_reference":
+			// The client believes the server stored its earlier items
+			// (store defaults to true); a gateway that keeps nothing
+			// between requests cannot look them up.
+			err = bridgeError("item_reference_unsupported", where, "%s is an item_reference: responses_to_chat keeps no state between requests, so the items it names cannot be looked up; send the items themselves by setting store to false (the Vercel AI SDK: providerOptions.openai.store = false)", where)
+			return false
 		case "web_search_call", "compaction":
 			b.x.Decide(where, "drop", "a "+typ+" item has no Chat form")
 		case "custom_tool_call", "custom_tool_call_output", "local_shell_call", "local_shell_call_output", "shell_call", "shell_call_output",
@@ -522,9 +528,19 @@ func (b *chatBuild) reasoningText(el jsonspan.Span) (string, bool) {
 	doc := b.doc
 	var f [3]jsonspan.Span
 	jsonspan.ObjectFields(doc, el.Start, []string{"encrypted_content", "content", "summary"}, f[:])
-	switch env, _ := jsonspan.StringValue(doc, f[0]); env {
-	case b.t.envelope:
-	case b.t.envelopeCut:
+	switch env, _ := jsonspan.StringValue(doc, f[0]); {
+	case strings.HasPrefix(env, envelopePrefix):
+		// The text travels in the envelope, whatever else of the item
+		// the client kept.
+		p, text, ok := openEnvelope(env, 6*b.t.maxReasoning+64)
+		if !ok || p != b.t.Profile {
+			b.x.Decide("reasoning", "drop", "reasoning that did not come from this provider through the gateway")
+			return "", false
+		}
+		return text, true
+	case env == b.t.envelope:
+		// An envelope of an earlier version: the text is in the item.
+	case env == b.t.envelopeCut:
 		b.x.Decide("reasoning", "drop", "reasoning the gateway cut at max_reasoning: sent on, its part would pass for the whole")
 		return "", false
 	default:

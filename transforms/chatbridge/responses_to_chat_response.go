@@ -224,19 +224,15 @@ type bridgeOut struct {
 	rec *bridgeRecord
 }
 
-// envelope is the reasoning envelope, whole or cut.
-func (b *bridgeOut) envelope(cut bool) string {
-	if cut {
-		return b.t.envelopeCut
-	}
-	return b.t.envelope
-}
-
 func (b *bridgeOut) reasoningItem(dst, text []byte, cut bool) []byte {
 	dst = append(dst, `{"id":"rs_`+b.rec.id+`","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":`...)
 	dst = jsonspan.AppendString(dst, text)
 	dst = append(dst, `}],"encrypted_content":`...)
-	dst = jsonspan.AppendStringStr(dst, b.envelope(cut))
+	env := b.t.envelopeCut
+	if !cut {
+		env = textEnvelopeOf(b.t.Profile, text)
+	}
+	dst = jsonspan.AppendStringStr(dst, env)
 	return append(dst, '}')
 }
 
@@ -454,7 +450,8 @@ type chatToResponses struct {
 type doneItem struct {
 	idx    int  // output_index
 	kind   byte // 'r' reasoning, 'm' message, 'c' function call
-	cut    bool // reasoning cut at max_reasoning
+	cut    bool   // reasoning cut at max_reasoning
+	env    string // reasoning: its envelope
 	id     string
 	status string // a message's
 	callID string // a call's, and its name
@@ -827,11 +824,9 @@ func (s *chatToResponses) text(emit transforms.Emit, kind byte, esc []byte) erro
 		b = append(b, s.openID...)
 		part := `{"type":"output_text","text":"","annotations":[],"logprobs":[]}`
 		if kind == 'r' {
-			// The envelope of a whole item: whether it will be cut is
-			// not known yet, and the done item says.
-			b = append(b, `","type":"reasoning","summary":[],"content":[],"encrypted_content":`...)
-			b = jsonspan.AppendStringStr(b, s.out.envelope(false))
-			b = append(b, "}}"...)
+			// No envelope yet: it seals the text, which the done item
+			// carries.
+			b = append(b, `","type":"reasoning","summary":[],"content":[]}}`...)
 			part = `{"type":"reasoning_text","text":""}`
 		} else {
 			b = append(b, `","type":"message","status":"in_progress","role":"assistant","content":[]}}`...)
@@ -899,6 +894,12 @@ func (s *chatToResponses) closeOpen(emit transforms.Emit) error {
 		return nil
 	}
 	it := &doneItem{kind: s.open, id: s.openID, cut: s.openCut, text: s.openText}
+	if it.kind == 'r' {
+		it.env = s.out.t.envelopeCut
+		if !it.cut {
+			it.env = textEnvelope(s.out.t.Profile, &it.text)
+		}
+	}
 	it.idx, _ = strconv.Atoi(s.openIdx)
 	s.open, s.openText, s.openCut = 0, rope{}, false
 	doneTyp := "response.output_text.done"
@@ -959,7 +960,7 @@ func (s *chatToResponses) appendItem(dst []byte, it *doneItem) []byte {
 		dst = append(dst, `","type":"reasoning","summary":[],"content":[`...)
 		dst = s.appendPart(dst, it)
 		dst = append(dst, `],"encrypted_content":`...)
-		dst = jsonspan.AppendStringStr(dst, s.out.envelope(it.cut))
+		dst = jsonspan.AppendStringStr(dst, it.env)
 		return append(dst, '}')
 	case 'm':
 		dst = append(dst, `{"id":"`...)
@@ -990,7 +991,7 @@ func grow(b []byte, n int) []byte {
 // itemSize is at least the length appendItem writes, for one allocation
 // per event however large the item.
 func (s *chatToResponses) itemSize(it *doneItem) int {
-	return it.text.n + 6*(len(it.callID)+len(it.name)) + len(it.id) + len(s.out.t.envelopeCut) + len(s.out.rec.id) + 256
+	return it.text.n + 6*(len(it.callID)+len(it.name)) + len(it.id) + len(it.env) + len(s.out.rec.id) + 256
 }
 
 // callDelta handles one tool_calls fragment, keyed by its index: the call

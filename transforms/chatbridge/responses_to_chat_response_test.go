@@ -56,7 +56,7 @@ func TestResponsesToChatJSON(t *testing.T) {
 				`{"id":"functions.exec_command:1","type":"function","function":{"name":"exec_command","arguments":"{\"cmd\":\"pwd\"}"}}]},"finish_reason":"tool_calls"}],` +
 				`"usage":{"prompt_tokens":41211,"completion_tokens":96,"total_tokens":41307,"prompt_cache_hit_tokens":40960,"prompt_cache_miss_tokens":251,"completion_tokens_details":{"reasoning_tokens":64}}}`,
 			want: `{"id":"resp_ID","object":"response","created_at":1764400000,"status":"completed","model":"gpt-5.5","output":[` +
-				`{"id":"rs_ID","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"Need ls and pwd."}],"encrypted_content":"` + envDeepSeek + `"},` +
+				`{"id":"rs_ID","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"Need ls and pwd."}],"encrypted_content":"` + textEnvelopeOf("deepseek", []byte("Need ls and pwd.")) + `"},` +
 				`{"id":"msg_ID","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Running both.","annotations":[],"logprobs":[]}]},` +
 				`{"id":"fc_ID_0","type":"function_call","status":"completed","call_id":"functions.exec_command:0","name":"exec_command","arguments":"{\"cmd\":\"ls\"}"},` +
 				`{"id":"fc_ID_1","type":"function_call","status":"completed","call_id":"functions.exec_command:1","name":"exec_command","arguments":"{\"cmd\":\"pwd\"}"}],` +
@@ -91,7 +91,7 @@ func TestResponsesToChatJSON(t *testing.T) {
 			config:   `{"profile":"deepseek"}`,
 			upstream: rcCompletionHead + `{"role":"assistant","content":"","reasoning_content":"Thinking very long"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":7,"total_tokens":10}}`,
 			want: `{"id":"resp_ID","object":"response","created_at":1764400000,"status":"incomplete","model":"gpt-5.5","output":[` +
-				`{"id":"rs_ID","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"Thinking very long"}],"encrypted_content":"` + envDeepSeek + `"}],` +
+				`{"id":"rs_ID","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"Thinking very long"}],"encrypted_content":"` + textEnvelopeOf("deepseek", []byte("Thinking very long")) + `"}],` +
 				`"usage":{"input_tokens":3,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens":7,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":10},` +
 				`"error":null,"incomplete_details":{"reason":"max_output_tokens"}` + rcEcho + `}`,
 		},
@@ -141,7 +141,7 @@ func TestResponsesToChatJSONCutCall(t *testing.T) {
 	out, _ := rcJSON(t, `{"profile":"deepseek"}`, rcCompletionHead+`{"role":"assistant","content":"","reasoning_content":"R","tool_calls":[`+
 		`{"id":"c1","type":"function","function":{"name":"apply_patch","arguments":"{\"input\":\"*** Begin Patch\\n*** Add File: a.txt\\n+hel"}}]},"finish_reason":"length"}]}`)
 	transformtest.JSONEqual(t, []byte(rcNorm(out)), `{"id":"resp_ID","object":"response","created_at":1764400000,"status":"incomplete","model":"gpt-5.5","output":[`+
-		`{"id":"rs_ID","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"R"}],"encrypted_content":"`+envDeepSeek+`"}],`+
+		`{"id":"rs_ID","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"R"}],"encrypted_content":"`+textEnvelopeOf("deepseek", []byte("R"))+`"}],`+
 		`"usage":null,"error":null,"incomplete_details":{"reason":"max_output_tokens"}`+rcEcho+`}`)
 }
 
@@ -253,13 +253,25 @@ func rcPart(typ, id string, idx int, part string) string {
 	return `{"type":"` + typ + `","sequence_number":#,"item_id":"` + id + `","output_index":` + strconv.Itoa(idx) + `,"content_index":0,"part":` + part + `}`
 }
 
+// rcRsItem is a finished reasoning item. env is its envelope; envDeepSeek
+// and envKimi stand for the envelope a whole item of that profile gets,
+// which seals its text (the version-1 constants are what earlier turns
+// carry).
 func rcRsItem(id, env, text string) string {
+	switch env {
+	case envDeepSeek:
+		env = textEnvelopeOf("deepseek", []byte(text))
+	case envKimi:
+		env = textEnvelopeOf("kimi", []byte(text))
+	case envMiniMax:
+		env = textEnvelopeOf("minimax", []byte(text))
+	}
 	return `{"id":"` + id + `","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":` + rcStr(text) + `}],"encrypted_content":"` + env + `"}`
 }
 
-func rcRsOpen(id string, idx int, env string) []string {
+func rcRsOpen(id string, idx int) []string {
 	return []string{
-		rcAdded(idx, `{"id":"`+id+`","type":"reasoning","summary":[],"content":[],"encrypted_content":"`+env+`"}`),
+		rcAdded(idx, `{"id":"`+id+`","type":"reasoning","summary":[],"content":[]}`),
 		rcPart("response.content_part.added", id, idx, `{"type":"reasoning_text","text":""}`),
 	}
 }
@@ -367,13 +379,13 @@ var deepSeekToolTurn = ": keep-alive\n\n" + rcData(
 // TestResponsesToChatStreamDeepSeekToolTurn is the stream of §2.6, byte
 // for byte.
 func TestResponsesToChatStreamDeepSeekToolTurn(t *testing.T) {
-	const rs = `{"id":"rs_ID_1","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"Need to list files first."}],"encrypted_content":"llmt1.eyJwIjoiZGVlcHNlZWsifQ"}`
+	rs := `{"id":"rs_ID_1","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"Need to list files first."}],"encrypted_content":"` + textEnvelopeOf("deepseek", []byte("Need to list files first.")) + `"}`
 	const fc = `{"id":"fc_ID_1","type":"function_call","status":"completed","call_id":"call_00_kw66q","name":"exec_command","arguments":"{\"cmd\":\"ls\"}"}`
 	const inProgress = `{"id":"resp_ID","object":"response","created_at":1764400000,"status":"in_progress","model":"gpt-5.5","output":[],"usage":null,"error":null,"incomplete_details":null` + rcEcho + `}`
 	want := ": keep-alive\n\n" +
 		"event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":" + inProgress + "}\n\n" +
 		"event: response.in_progress\ndata: {\"type\":\"response.in_progress\",\"sequence_number\":1,\"response\":" + inProgress + "}\n\n" +
-		"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":2,\"output_index\":0,\"item\":{\"id\":\"rs_ID_1\",\"type\":\"reasoning\",\"summary\":[],\"content\":[],\"encrypted_content\":\"llmt1.eyJwIjoiZGVlcHNlZWsifQ\"}}\n\n" +
+		"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":2,\"output_index\":0,\"item\":{\"id\":\"rs_ID_1\",\"type\":\"reasoning\",\"summary\":[],\"content\":[]}}\n\n" +
 		"event: response.content_part.added\ndata: {\"type\":\"response.content_part.added\",\"sequence_number\":3,\"item_id\":\"rs_ID_1\",\"output_index\":0,\"content_index\":0,\"part\":{\"type\":\"reasoning_text\",\"text\":\"\"}}\n\n" +
 		"event: response.reasoning_text.delta\ndata: {\"type\":\"response.reasoning_text.delta\",\"sequence_number\":4,\"item_id\":\"rs_ID_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"Need to list\"}\n\n" +
 		"event: response.reasoning_text.delta\ndata: {\"type\":\"response.reasoning_text.delta\",\"sequence_number\":5,\"item_id\":\"rs_ID_1\",\"output_index\":0,\"content_index\":0,\"delta\":\" files first.\"}\n\n" +
@@ -460,9 +472,9 @@ func TestResponsesToChatStreams(t *testing.T) {
 				rcChunk(`{}`, `"stop"`),
 			) + "data: [DONE]\n\n",
 			want: rcJoin(rcStart(),
-				rcRsOpen("rs_ID_1", 0, envDeepSeek), []string{rcRsDelta("rs_ID_1", 0, "a")}, rcRsClose("rs_ID_1", 0, envDeepSeek, "a"),
+				rcRsOpen("rs_ID_1", 0), []string{rcRsDelta("rs_ID_1", 0, "a")}, rcRsClose("rs_ID_1", 0, envDeepSeek, "a"),
 				rcMsgOpen("msg_ID_2", 1), []string{rcMsgDelta("msg_ID_2", 1, "b")}, rcMsgClose("msg_ID_2", 1, "b"),
-				rcRsOpen("rs_ID_3", 2, envDeepSeek), []string{rcRsDelta("rs_ID_3", 2, "c")}, rcRsClose("rs_ID_3", 2, envDeepSeek, "c"),
+				rcRsOpen("rs_ID_3", 2), []string{rcRsDelta("rs_ID_3", 2, "c")}, rcRsClose("rs_ID_3", 2, envDeepSeek, "c"),
 				rcMsgOpen("msg_ID_4", 3), []string{rcMsgDelta("msg_ID_4", 3, "d")}, rcMsgClose("msg_ID_4", 3, "d"),
 				[]string{rcTerminal("response.completed", rcResp("completed", []string{
 					rcRsItem("rs_ID_1", envDeepSeek, "a"), rcMsgItem("msg_ID_2", "b"), rcRsItem("rs_ID_3", envDeepSeek, "c"), rcMsgItem("msg_ID_4", "d"),
@@ -492,7 +504,7 @@ func TestResponsesToChatStreams(t *testing.T) {
 				rcChunk(`{"role":"assistant","reasoning_content":"hmm"}`, "null"),
 				rcChunk(`{}`, `"content_filter"`),
 			) + "data: [DONE]\n\n",
-			want: rcJoin(rcStart(), rcRsOpen("rs_ID_1", 0, envDeepSeek), []string{rcRsDelta("rs_ID_1", 0, "hmm")}, rcRsClose("rs_ID_1", 0, envDeepSeek, "hmm"), []string{
+			want: rcJoin(rcStart(), rcRsOpen("rs_ID_1", 0), []string{rcRsDelta("rs_ID_1", 0, "hmm")}, rcRsClose("rs_ID_1", 0, envDeepSeek, "hmm"), []string{
 				rcTerminal("response.incomplete", rcResp("incomplete", []string{rcRsItem("rs_ID_1", envDeepSeek, "hmm")}, "null", "null", `{"reason":"content_filter"}`)),
 			}),
 		},
@@ -728,7 +740,7 @@ func TestResponsesToChatStreamTruncatedChunks(t *testing.T) {
 func TestResponsesToChatJSONMiniMaxReasoningDetails(t *testing.T) {
 	out, _ := rcJSON(t, `{"profile":"minimax"}`, rcCompletionHead+`{"role":"assistant","content":"Done.","reasoning_details":[{"type":"reasoning.text","id":"reasoning-text-1","format":"MiniMax-response-v1","index":0,"text":"Think it through."}]},"finish_reason":"stop"}]}`)
 	transformtest.JSONEqual(t, []byte(rcNorm(out)), `{"id":"resp_ID","object":"response","created_at":1764400000,"status":"completed","model":"gpt-5.5","output":[`+
-		`{"id":"rs_ID","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"Think it through."}],"encrypted_content":"`+envMiniMax+`"},`+
+		`{"id":"rs_ID","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"Think it through."}],"encrypted_content":"`+textEnvelopeOf("minimax", []byte("Think it through."))+`"},`+
 		`{"id":"msg_ID","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Done.","annotations":[],"logprobs":[]}]}],`+
 		`"usage":null,"error":null,"incomplete_details":null`+rcEcho+`}`)
 }
@@ -741,7 +753,7 @@ func TestResponsesToChatStreamMiniMaxReasoningDetails(t *testing.T) {
 		rcChunk(`{}`, `"stop"`),
 	)+"data: [DONE]\n\n")
 	want := rcSeq(rcJoin(rcStart(),
-		rcRsOpen("rs_ID_1", 0, envMiniMax), []string{rcRsDelta("rs_ID_1", 0, "Think"), rcRsDelta("rs_ID_1", 0, " it through.")},
+		rcRsOpen("rs_ID_1", 0), []string{rcRsDelta("rs_ID_1", 0, "Think"), rcRsDelta("rs_ID_1", 0, " it through.")},
 		rcRsClose("rs_ID_1", 0, envMiniMax, "Think it through."),
 		rcMsgOpen("msg_ID_2", 1), []string{rcMsgDelta("msg_ID_2", 1, "Done.")}, rcMsgClose("msg_ID_2", 1, "Done."),
 		[]string{rcTerminal("response.completed", rcResp("completed", []string{rcRsItem("rs_ID_1", envMiniMax, "Think it through."), rcMsgItem("msg_ID_2", "Done.")}, "null", "null", "null"))})...)

@@ -35,7 +35,21 @@ const (
 var rcIDs = regexp.MustCompile(`\b(resp|rs|msg|fc|call)_[0-9a-f]{24}`)
 
 // rcNorm replaces the random part of minted ids with "ID".
-func rcNorm(s string) string { return rcIDs.ReplaceAllString(s, "${1}_ID") }
+func rcNorm(s string) string {
+	s = rcIDs.ReplaceAllString(s, "${1}_ID")
+	// An envelope seals the text as the upstream escaped it; tests write
+	// the text and compare the envelope of its canonical escaping.
+	return rcEnvelopes.ReplaceAllStringFunc(s, func(env string) string {
+		p, text, ok := openEnvelope(env, 1<<30)
+		if !ok {
+			return env
+		}
+		return textEnvelopeOf(p, []byte(text))
+	})
+}
+
+// rcEnvelopes matches the envelopes that seal reasoning text.
+var rcEnvelopes = regexp.MustCompile(`llmt2\.[A-Za-z0-9_-]+`)
 
 // rcCreatedAt matches created_at, which is the clock's when the upstream
 // sent none.
