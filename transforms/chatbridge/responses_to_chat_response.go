@@ -448,8 +448,8 @@ type chatToResponses struct {
 // parts: its text or arguments are held once, in the rope they grew in,
 // and written out into each event that carries them.
 type doneItem struct {
-	idx    int  // output_index
-	kind   byte // 'r' reasoning, 'm' message, 'c' function call
+	idx    int    // output_index
+	kind   byte   // 'r' reasoning, 'm' message, 'c' function call
 	cut    bool   // reasoning cut at max_reasoning
 	env    string // reasoning: its envelope
 	id     string
