@@ -77,7 +77,18 @@ type ResponsesToChat struct {
 	// one answer, an upstream stuck in a loop can. Default 4 MiB.
 	MaxReasoning int64 `json:"max_reasoning,omitempty"`
 
+	// ReasoningDisplay says how the upstream's reasoning is shown: "raw"
+	// (the reasoning item's content and response.reasoning_text.*
+	// events, which Codex and the OpenAI SDKs read), "summary" (its
+	// summary and response.reasoning_summary_text.* events, which the
+	// Vercel AI SDK and other clients render) or "both". Whichever it is,
+	// the next turn sends the upstream its reasoning back: the item's
+	// encrypted_content carries the text. Default "raw".
+	ReasoningDisplay string `json:"reasoning_display,omitempty"`
+
 	knobs providers.Profile
+	// showRaw and showSummary are ReasoningDisplay's parts.
+	showRaw, showSummary bool
 	// The reasoning envelopes of the profile, whole and cut, and the
 	// reasoning cap in effect.
 	envelope, envelopeCut string
@@ -139,6 +150,16 @@ func (t *ResponsesToChat) Provision(caddy.Context) error {
 	default:
 		t.maxReasoning = int(t.MaxReasoning)
 	}
+	switch t.ReasoningDisplay {
+	case "", "raw":
+		t.showRaw = true
+	case "summary":
+		t.showSummary = true
+	case "both":
+		t.showRaw, t.showSummary = true, true
+	default:
+		return fmt.Errorf("responses_to_chat: reasoning_display %q is not raw, summary or both", t.ReasoningDisplay)
+	}
 	t.knobs = k
 	t.envelope, t.envelopeCut = reasoningEnvelope(t.Profile, false), reasoningEnvelope(t.Profile, true)
 	return nil
@@ -153,6 +174,7 @@ func (t *ResponsesToChat) Provision(caddy.Context) error {
 //		developer user|system
 //		reasoning replay|tool_calls|strip
 //		max_reasoning <size>
+//		reasoning_display raw|summary|both
 //	}
 func (t *ResponsesToChat) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	b := transforms.NewRuleBlock(d)
@@ -175,6 +197,8 @@ func (t *ResponsesToChat) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = b.One(&t.Developer)
 		case "reasoning":
 			err = b.One(&t.Reasoning)
+		case "reasoning_display":
+			err = b.One(&t.ReasoningDisplay)
 		case "max_reasoning":
 			var v string
 			if err = b.One(&v); err != nil {

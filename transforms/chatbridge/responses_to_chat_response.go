@@ -225,9 +225,19 @@ type bridgeOut struct {
 }
 
 func (b *bridgeOut) reasoningItem(dst, text []byte, cut bool) []byte {
-	dst = append(dst, `{"id":"rs_`+b.rec.id+`","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":`...)
-	dst = jsonspan.AppendString(dst, text)
-	dst = append(dst, `}],"encrypted_content":`...)
+	dst = append(dst, `{"id":"rs_`+b.rec.id+`","type":"reasoning","summary":[`...)
+	if b.t.showSummary {
+		dst = append(dst, `{"type":"summary_text","text":`...)
+		dst = jsonspan.AppendString(dst, text)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `],"content":[`...)
+	if b.t.showRaw {
+		dst = append(dst, `{"type":"reasoning_text","text":`...)
+		dst = jsonspan.AppendString(dst, text)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `],"encrypted_content":`...)
 	env := b.t.envelopeCut
 	if !cut {
 		env = textEnvelopeOf(b.t.Profile, text)
@@ -465,7 +475,8 @@ var eventNames = func() map[string][]byte {
 	for _, t := range []string{"response.created", "response.in_progress", "response.output_item.added", "response.output_item.done",
 		"response.content_part.added", "response.content_part.done", "response.output_text.delta", "response.output_text.done",
 		"response.reasoning_text.delta", "response.reasoning_text.done", "response.function_call_arguments.delta",
-		"response.function_call_arguments.done", "response.completed", "response.incomplete", "response.failed"} {
+		"response.function_call_arguments.done", "response.completed", "response.incomplete", "response.failed",
+		"response.reasoning_summary_part.added", "response.reasoning_summary_text.delta", "response.reasoning_summary_text.done", "response.reasoning_summary_part.done"} {
 		m[t] = []byte(t)
 	}
 	return m
@@ -834,15 +845,37 @@ func (s *chatToResponses) text(emit transforms.Emit, kind byte, esc []byte) erro
 		if err := s.send(emit, b); err != nil {
 			return err
 		}
-		b = s.begin("response.content_part.added")
-		b = s.itemRef(b, s.openID, s.openIdx)
-		b = append(b, `,"content_index":0,"part":`...)
-		b = append(b, part...)
-		if err := s.send(emit, append(b, '}')); err != nil {
-			return err
+		if kind == 'r' && s.out.t.showSummary {
+			b = s.begin("response.reasoning_summary_part.added")
+			b = s.itemRef(b, s.openID, s.openIdx)
+			b = append(b, `,"summary_index":0,"part":{"type":"summary_text","text":""}}`...)
+			if err := s.send(emit, b); err != nil {
+				return err
+			}
+		}
+		if kind == 'm' || s.out.t.showRaw {
+			b = s.begin("response.content_part.added")
+			b = s.itemRef(b, s.openID, s.openIdx)
+			b = append(b, `,"content_index":0,"part":`...)
+			b = append(b, part...)
+			if err := s.send(emit, append(b, '}')); err != nil {
+				return err
+			}
 		}
 	}
 	s.keep(kind, esc)
+	if kind == 'r' && s.out.t.showSummary {
+		b := s.begin("response.reasoning_summary_text.delta")
+		b = s.itemRef(b, s.openID, s.openIdx)
+		b = append(b, `,"summary_index":0,"delta":"`...)
+		b = append(b, esc...)
+		if err := s.send(emit, append(b, `"}`...)); err != nil {
+			return err
+		}
+		if !s.out.t.showRaw {
+			return nil
+		}
+	}
 	typ := "response.output_text.delta"
 	if kind == 'r' {
 		typ = "response.reasoning_text.delta"
@@ -911,19 +944,37 @@ func (s *chatToResponses) closeOpen(emit transforms.Emit) error {
 			it.status = "completed"
 		}
 	}
-	b := s.begin(doneTyp)
-	b = s.itemRef(b, s.openID, s.openIdx)
-	b = append(b, `,"content_index":0,"text":"`...)
-	b = it.text.appendTo(grow(b, it.text.n+2))
-	if err := s.send(emit, append(b, `"}`...)); err != nil {
-		return err
+	if it.kind == 'r' && s.out.t.showSummary {
+		b := s.begin("response.reasoning_summary_text.done")
+		b = s.itemRef(b, it.id, s.openIdx)
+		b = append(b, `,"summary_index":0,"text":"`...)
+		b = it.text.appendTo(grow(b, it.text.n+2))
+		if err := s.send(emit, append(b, `"}`...)); err != nil {
+			return err
+		}
+		b = s.begin("response.reasoning_summary_part.done")
+		b = s.itemRef(b, it.id, s.openIdx)
+		b = append(b, `,"summary_index":0,"part":{"type":"summary_text","text":"`...)
+		b = it.text.appendTo(grow(b, it.text.n+2))
+		if err := s.send(emit, append(b, `"}}`...)); err != nil {
+			return err
+		}
 	}
-	b = s.begin("response.content_part.done")
-	b = s.itemRef(b, s.openID, s.openIdx)
-	b = append(b, `,"content_index":0,"part":`...)
-	b = s.appendPart(grow(b, it.text.n+64), it)
-	if err := s.send(emit, append(b, '}')); err != nil {
-		return err
+	if it.kind == 'm' || s.out.t.showRaw {
+		b := s.begin(doneTyp)
+		b = s.itemRef(b, it.id, s.openIdx)
+		b = append(b, `,"content_index":0,"text":"`...)
+		b = it.text.appendTo(grow(b, it.text.n+2))
+		if err := s.send(emit, append(b, `"}`...)); err != nil {
+			return err
+		}
+		b = s.begin("response.content_part.done")
+		b = s.itemRef(b, it.id, s.openIdx)
+		b = append(b, `,"content_index":0,"part":`...)
+		b = s.appendPart(grow(b, it.text.n+64), it)
+		if err := s.send(emit, append(b, '}')); err != nil {
+			return err
+		}
 	}
 	s.items = append(s.items, it)
 	return s.itemDone(emit, it)
@@ -957,8 +1008,16 @@ func (s *chatToResponses) appendItem(dst []byte, it *doneItem) []byte {
 	case 'r':
 		dst = append(dst, `{"id":"`...)
 		dst = append(dst, it.id...)
-		dst = append(dst, `","type":"reasoning","summary":[],"content":[`...)
-		dst = s.appendPart(dst, it)
+		dst = append(dst, `","type":"reasoning","summary":[`...)
+		if s.out.t.showSummary {
+			dst = append(dst, `{"type":"summary_text","text":"`...)
+			dst = it.text.appendTo(dst)
+			dst = append(dst, `"}`...)
+		}
+		dst = append(dst, `],"content":[`...)
+		if s.out.t.showRaw {
+			dst = s.appendPart(dst, it)
+		}
 		dst = append(dst, `],"encrypted_content":`...)
 		dst = jsonspan.AppendStringStr(dst, it.env)
 		return append(dst, '}')
@@ -991,7 +1050,11 @@ func grow(b []byte, n int) []byte {
 // itemSize is at least the length appendItem writes, for one allocation
 // per event however large the item.
 func (s *chatToResponses) itemSize(it *doneItem) int {
-	return it.text.n + 6*(len(it.callID)+len(it.name)) + len(it.id) + len(it.env) + len(s.out.rec.id) + 256
+	n := it.text.n
+	if it.kind == 'r' && s.out.t.showSummary && s.out.t.showRaw {
+		n *= 2 // in the summary and in the content
+	}
+	return n + 6*(len(it.callID)+len(it.name)) + len(it.id) + len(it.env) + len(s.out.rec.id) + 256
 }
 
 // callDelta handles one tool_calls fragment, keyed by its index: the call

@@ -964,9 +964,10 @@ func rcEventsProblem(stream string, other bool) (int, error) {
 		return 0, perr
 	}
 	type item struct {
-		id, typ string
-		parts   []string
-		done    string
+		id, typ   string
+		parts     []string
+		summaries int
+		done      string
 	}
 	var out []*item
 	terminals := 0
@@ -1025,6 +1026,29 @@ func rcEventsProblem(stream string, other bool) (int, error) {
 			if it.typ != "reasoning" || int(a.ContentIndex) >= len(it.parts) || it.parts[a.ContentIndex] != "reasoning_text" || it.done != "" {
 				return 0, fmt.Errorf("event %d: reasoning delta without its reasoning_text part", i)
 			}
+		case "response.reasoning_summary_part.added":
+			a := e.AsResponseReasoningSummaryPartAdded()
+			if it, err = at(a.OutputIndex, a.ItemID); err != nil {
+				return 0, err
+			}
+			if it.typ != "reasoning" || int(a.SummaryIndex) != it.summaries || it.done != "" {
+				return 0, fmt.Errorf("event %d: summary part %d of a %s item with %d", i, a.SummaryIndex, it.typ, it.summaries)
+			}
+			it.summaries++
+		case "response.reasoning_summary_text.delta":
+			a := e.AsResponseReasoningSummaryTextDelta()
+			if it, err = at(a.OutputIndex, a.ItemID); err != nil {
+				return 0, err
+			}
+			if int(a.SummaryIndex) >= it.summaries || it.done != "" {
+				return 0, fmt.Errorf("event %d: summary delta without its summary part", i)
+			}
+		case "response.reasoning_summary_text.done":
+			a := e.AsResponseReasoningSummaryTextDone()
+			_, err = at(a.OutputIndex, a.ItemID)
+		case "response.reasoning_summary_part.done":
+			a := e.AsResponseReasoningSummaryPartDone()
+			_, err = at(a.OutputIndex, a.ItemID)
 		case "response.function_call_arguments.delta":
 			a := e.AsResponseFunctionCallArgumentsDelta()
 			if it, err = at(a.OutputIndex, a.ItemID); err != nil {
@@ -1159,4 +1183,65 @@ func rcDropEvent(stream, typ string) string {
 	_ = p.Feed([]byte(stream), emit)
 	_ = p.Finish(emit)
 	return b.String()
+}
+
+// TestResponsesToChatReasoningDisplay: with reasoning_display summary the
+// reasoning streams as a summary (the events the Vercel AI SDK renders),
+// with both as the summary and the raw text; the done item carries what
+// was shown and, either way, the envelope sealing the text.
+func TestResponsesToChatReasoningDisplay(t *testing.T) {
+	upstream := rcData(
+		rcChunk(`{"role":"assistant","reasoning_content":"Th"}`, "null"),
+		rcChunk(`{"reasoning_content":"ink \"hard\"."}`, "null"),
+		rcChunk(`{"content":"Hi"}`, `"stop"`),
+	) + "data: [DONE]\n\n"
+	const text = `Think "hard".`
+	env := textEnvelopeOf("deepseek", []byte(text))
+	ref := func(typ string) string {
+		return `{"type":"` + typ + `","sequence_number":#,"item_id":"rs_ID_1","output_index":0,"summary_index":0`
+	}
+	summaryOpen := ref("response.reasoning_summary_part.added") + `,"part":{"type":"summary_text","text":""}}`
+	summaryDelta := func(d string) string { return ref("response.reasoning_summary_text.delta") + `,"delta":` + rcStr(d) + `}` }
+	summaryClose := []string{
+		ref("response.reasoning_summary_text.done") + `,"text":` + rcStr(text) + `}`,
+		ref("response.reasoning_summary_part.done") + `,"part":{"type":"summary_text","text":` + rcStr(text) + `}}`,
+	}
+	rawClose := rcRsClose("rs_ID_1", 0, env, text)[:2]
+	msg := rcJoin(rcMsgOpen("msg_ID_2", 1), []string{rcMsgDelta("msg_ID_2", 1, "Hi")}, rcMsgClose("msg_ID_2", 1, "Hi"))
+	item := func(summary, content string) string {
+		return `{"id":"rs_ID_1","type":"reasoning","summary":[` + summary + `],"content":[` + content + `],"encrypted_content":"` + env + `"}`
+	}
+	summaryPart := `{"type":"summary_text","text":` + rcStr(text) + `}`
+	rawPart := `{"type":"reasoning_text","text":` + rcStr(text) + `}`
+	end := func(rs string) []string {
+		return []string{rcTerminal("response.completed", rcResp("completed", []string{rs, rcMsgItem("msg_ID_2", "Hi")}, "null", "null", "null"))}
+	}
+	tests := map[string][]string{
+		"summary": rcJoin(rcStart(), []string{rcAdded(0, `{"id":"rs_ID_1","type":"reasoning","summary":[],"content":[]}`), summaryOpen,
+			summaryDelta("Th"), summaryDelta(`ink "hard".`)}, summaryClose, []string{rcItemDone(0, item(summaryPart, ""))}, msg, end(item(summaryPart, ""))),
+		"both": rcJoin(rcStart(), []string{rcAdded(0, `{"id":"rs_ID_1","type":"reasoning","summary":[],"content":[]}`), summaryOpen,
+			rcPart("response.content_part.added", "rs_ID_1", 0, `{"type":"reasoning_text","text":""}`),
+			summaryDelta("Th"), rcRsDelta("rs_ID_1", 0, "Th"), summaryDelta(`ink "hard".`), rcRsDelta("rs_ID_1", 0, `ink "hard".`)},
+			summaryClose, rawClose, []string{rcItemDone(0, item(summaryPart, rawPart))}, msg, end(item(summaryPart, rawPart))),
+	}
+	for display, want := range tests {
+		t.Run(display, func(t *testing.T) {
+			got := rcStream(t, rcRules(`{"profile":"deepseek","reasoning_display":"`+display+`"}`), upstream)
+			if w := rcSeq(want...); got != w {
+				t.Fatalf("stream\n%s\n--- want\n%s", got, w)
+			}
+		})
+	}
+	// A JSON answer carries the same item.
+	x := rcExchange(t, rcRules(`{"profile":"deepseek","reasoning_display":"both"}`), "/v1/responses")
+	if _, err := x.RewriteRequest([]byte(`{"model":"gpt-5.5","input":"hi"}`)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := x.RewriteResponse([]byte(rcCompletionHead + `{"role":"assistant","content":"Hi","reasoning_content":` + rcStr(text) + `},"finish_reason":"stop"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"output":[` + strings.Replace(item(summaryPart, rawPart), "rs_ID_1", "rs_ID", 1) + `,`; !strings.Contains(rcNorm(string(out)), want) {
+		t.Fatalf("body %s\nwant it to hold %s", rcNorm(string(out)), want)
+	}
 }
