@@ -1201,7 +1201,9 @@ func TestResponsesToChatReasoningDisplay(t *testing.T) {
 		return `{"type":"` + typ + `","sequence_number":#,"item_id":"rs_ID_1","output_index":0,"summary_index":0`
 	}
 	summaryOpen := ref("response.reasoning_summary_part.added") + `,"part":{"type":"summary_text","text":""}}`
-	summaryDelta := func(d string) string { return ref("response.reasoning_summary_text.delta") + `,"delta":` + rcStr(d) + `}` }
+	summaryDelta := func(d string) string {
+		return ref("response.reasoning_summary_text.delta") + `,"delta":` + rcStr(d) + `}`
+	}
 	summaryClose := []string{
 		ref("response.reasoning_summary_text.done") + `,"text":` + rcStr(text) + `}`,
 		ref("response.reasoning_summary_part.done") + `,"part":{"type":"summary_text","text":` + rcStr(text) + `}}`,
