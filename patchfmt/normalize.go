@@ -2,7 +2,6 @@ package patchfmt
 
 import (
 	"bytes"
-	"encoding/binary"
 	"strings"
 	"unsafe"
 )
@@ -117,29 +116,7 @@ func (n *Normalizer) AppendWrite(dst []byte, piece string) []byte {
 // memory may give such pieces later, joined with the one that ends their
 // line: the output is the same, for one call instead of several.
 func (n *Normalizer) Holds(piece []byte) bool {
-	return n.st == wPlain && !hasLF(piece)
-}
-
-// hasLF reports whether p holds a '\n', eight bytes at a time: it is asked
-// of every piece of a stream, a dozen bytes or so, where a byte loop costs
-// more than the words and a vector search's setup more still.
-func hasLF(p []byte) bool {
-	const lsb, msb = 0x0101010101010101, 0x8080808080808080
-	for len(p) >= 8 {
-		// A zero byte in x is a '\n' in w; a borrow can only set the high
-		// bit of a byte above one that is zero, so there are no false hits.
-		x := binary.LittleEndian.Uint64(p) ^ (lsb * '\n')
-		if (x-lsb)&^x&msb != 0 {
-			return true
-		}
-		p = p[8:]
-	}
-	for _, c := range p {
-		if c == '\n' {
-			return true
-		}
-	}
-	return false
+	return n.st == wPlain && bytes.IndexByte(piece, '\n') < 0
 }
 
 // Finish returns the remaining normalised output at end of input and resets

@@ -97,28 +97,6 @@ func heldBack(t testing.TB, pieces ...string) string {
 	return string(out) + n.Finish()
 }
 
-func TestHasLF(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want bool
-	}{
-		{"", false},
-		{"\n", true},
-		{"abcdefg", false},
-		{"abcdefgh", false},
-		{"abcdefgh\n", true},
-		{"\nbcdefgh", true},
-		{"abcdefg\n", true},
-		{"abc\x0bdef\x09\x8a\x0a", true}, // neighbours of '\n' around it
-		{"\x0b\x09\x8a\x0b\x09\x8a\x00\xffxyz", false},
-		{"0123456789abcdef0123456\n", true},
-	} {
-		if got := hasLF([]byte(tc.in)); got != tc.want {
-			t.Errorf("hasLF(%q) = %v, want %v", tc.in, got, tc.want)
-		}
-	}
-}
-
 func TestNormalizerMatchesNormalize(t *testing.T) {
 	for _, tc := range normalizeCases {
 		t.Run(tc.name, func(t *testing.T) {

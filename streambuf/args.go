@@ -1,10 +1,7 @@
 package streambuf
 
 import (
-	"encoding/binary"
 	"errors"
-	"math/bits"
-	"slices"
 	"unicode/utf8"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
@@ -172,35 +169,12 @@ func (d *ArgsDecoder) AppendWriteQuoted(dst, doc []byte, at int) ([]byte, int, e
 // Like append it may write anywhere in raw's and dst's spare capacity.
 func quotedInput(raw, dst, doc []byte, j int) (rawOut, dstOut []byte, next, end int) {
 	for {
-		// Eight bytes at a time, as unquote does, into both buffers.
-		for j+8 <= len(doc) {
-			nr, nd := len(raw), len(dst)
-			if cap(raw)-nr < 8 {
-				raw = slices.Grow(raw, 64)
-			}
-			if cap(dst)-nd < 8 {
-				dst = slices.Grow(dst, 64)
-			}
-			w := binary.LittleEndian.Uint64(doc[j:])
-			binary.LittleEndian.PutUint64(raw[nr:nr+8], w)
-			binary.LittleEndian.PutUint64(dst[nd:nd+8], w)
-			m := jsonspan.PlainMask(w)
-			if m == 0 {
-				raw, dst, j = raw[:nr+8], dst[:nd+8], j+8
-				continue
-			}
-			k := bits.TrailingZeros64(m) >> 3
-			raw, dst, j = raw[:nr+k], dst[:nd+k], j+k
-			goto special
-		}
-		for j < len(doc) && plainASCII[doc[j]] {
-			raw, dst = append(raw, doc[j]), append(dst, doc[j])
-			j++
-		}
+		start := j
+		raw, j = jsonspan.AppendPlain(raw, doc, j)
+		dst = append(dst, doc[start:j]...)
 		if j == len(doc) {
 			return raw, dst, j, -1
 		}
-	special:
 		switch c := doc[j]; {
 		case c == '\\':
 			// Only an escaped backslash starts an escape of the
@@ -484,15 +458,6 @@ const (
 	strBad         // malformed string
 )
 
-// plainASCII marks the ASCII bytes a JSON string holds as they are: not
-// '"', '\\' or a control character.
-var plainASCII = func() (t [256]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
 // shortEscape maps the byte after a backslash to what the two-byte escape
 // decodes to; 0 for 'u' and for bytes that make no valid escape (no
 // two-byte escape decodes to 0).
@@ -507,40 +472,14 @@ var shortEscape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f'
 //
 // Code in arguments has an escape or a non-ASCII character every few
 // bytes: a copy call per run between them cost more than the run, so runs
-// are copied eight bytes at a time as they are found. Two-byte escapes are
-// decoded in place; only \u escapes, invalid or incomplete UTF-8 and errors
-// take the general path.
+// are copied a byte at a time as they are found (jsonspan.AppendPlain).
+// Two-byte escapes are decoded in place; only \u escapes, invalid or
+// incomplete UTF-8 and errors take the general path.
 func unquote(dst, s []byte, i int) ([]byte, int, int) {
 	for {
-		// Eight bytes at a time, stored before they are known to be plain
-		// ASCII: the bytes up to the first other one are kept and the rest
-		// written over.
-		for i+8 <= len(s) {
-			n := len(dst)
-			if cap(dst)-n < 8 {
-				dst = slices.Grow(dst, 64)
-			}
-			w := binary.LittleEndian.Uint64(s[i:])
-			binary.LittleEndian.PutUint64(dst[n:n+8], w)
-			m := jsonspan.PlainMask(w)
-			if m == 0 {
-				dst = dst[:n+8]
-				i += 8
-				continue
-			}
-			k := bits.TrailingZeros64(m) >> 3
-			dst = dst[:n+k]
-			i += k
-			goto special
-		}
-		for i < len(s) && plainASCII[s[i]] {
-			dst = append(dst, s[i])
-			i++
-		}
-		if i == len(s) {
+		if dst, i = jsonspan.AppendPlain(dst, s, i); i == len(s) {
 			return dst, i, strMore
 		}
-	special:
 		switch c := s[i]; {
 		case c >= utf8.RuneSelf:
 			if n := validUTF8(s[i:]); n > 0 {

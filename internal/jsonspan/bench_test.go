@@ -175,26 +175,6 @@ func BenchmarkAppendStringDense(b *testing.B) {
 	}
 }
 
-func BenchmarkPlainRun(b *testing.B) {
-	for _, tc := range benchSamples {
-		raws, n := rawBytes(tc.s.raw)
-		b.Run(tc.name, func(b *testing.B) {
-			b.SetBytes(n)
-			for b.Loop() {
-				for _, s := range raws {
-					for {
-						k := PlainRun(s)
-						if k == len(s) {
-							break
-						}
-						s = s[k+1:]
-					}
-				}
-			}
-		})
-	}
-}
-
 // BenchmarkAppendUnquoted is StringEnd then Unescape (two-pass) against
 // AppendUnquoted (one-pass) on the same literals.
 func BenchmarkAppendUnquoted(b *testing.B) {

@@ -83,13 +83,6 @@ func checkAppendString(t *testing.T, s []byte) {
 	}
 }
 
-func checkPlainRun(t *testing.T, s []byte) {
-	t.Helper()
-	if got, want := PlainRun(s), refPlainRun(s); got != want {
-		t.Fatalf("PlainRun(%q) = %d, reference %d", s, got, want)
-	}
-}
-
 func TestStringEndMatchesReference(t *testing.T) {
 	eachString(`"\a#]`, 7, func(s []byte) {
 		for i := -2; i <= len(s)+1; i++ {
@@ -163,13 +156,6 @@ func TestAppendStringMatchesReference(t *testing.T) {
 	}
 }
 
-func TestPlainRunMatchesReference(t *testing.T) {
-	eachString("a\"\\\x1f\x20\x7f\x80#]", 6, func(s []byte) {
-		checkPlainRun(t, s)
-		checkPlainRun(t, append(bytes.Repeat([]byte("p"), 5), s...))
-	})
-}
-
 func FuzzStringEnd(f *testing.F) {
 	f.Add([]byte(`"a\\\"b\\\\\\\"c\\" , "d"`), 0)
 	f.Add([]byte(`x"12345678901234567890\\\\"`), 1)
@@ -183,13 +169,6 @@ func FuzzSkipString(f *testing.F) {
 	f.Add([]byte("\"tab\tin string\""), 0)
 	f.Fuzz(func(t *testing.T, doc []byte, i int) {
 		checkSkipString(t, doc, i%(len(doc)+2))
-	})
-}
-
-func FuzzPlainRun(f *testing.F) {
-	f.Add([]byte("some streamed words \"quoted\" é\x01"))
-	f.Fuzz(func(t *testing.T, s []byte) {
-		checkPlainRun(t, s)
 	})
 }
 

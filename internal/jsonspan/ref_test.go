@@ -2,7 +2,6 @@ package jsonspan
 
 import (
 	"bytes"
-	"encoding/binary"
 	"unicode/utf8"
 )
 
@@ -92,14 +91,6 @@ func refUnescape(dst, s []byte) []byte {
 
 func refPlainRun(s []byte) int {
 	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		w := binary.LittleEndian.Uint64(s[i:])
-		q := w ^ (lsb * '"')
-		bs := w ^ (lsb * '\\')
-		if (w|(w-lsb*0x20)|((q-lsb)&^q)|((bs-lsb)&^bs))&msb != 0 {
-			break
-		}
-	}
 	for i < len(s) && plain[s[i]] {
 		i++
 	}

@@ -2,9 +2,6 @@ package jsonspan
 
 import (
 	"bytes"
-	"encoding/binary"
-	"math/bits"
-	"slices"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -162,37 +159,9 @@ func AppendUnquoted(dst, doc []byte, i int) ([]byte, int) {
 // characters, and leaves the rest to it.
 func AppendUnquotedFrom(dst, doc []byte, i, j int) ([]byte, int) {
 	for {
-		// Eight bytes at a time, stored before they are known to be plain:
-		// the bytes up to the first quote or backslash are kept and the
-		// rest written over. In a delta of escaped text the runs between
-		// escapes are a few bytes long, and a copy call per run cost more
-		// than the bytes (half the function's instructions).
-		for j+8 <= len(doc) {
-			n := len(dst)
-			if cap(dst)-n < 8 {
-				dst = slices.Grow(dst, 64)
-			}
-			w := binary.LittleEndian.Uint64(doc[j:])
-			binary.LittleEndian.PutUint64(dst[n:n+8], w)
-			m := quoteMask(w)
-			if m == 0 {
-				dst = dst[:n+8]
-				j += 8
-				continue
-			}
-			k := bits.TrailingZeros64(m) >> 3
-			dst = dst[:n+k]
-			j += k
-			goto special
-		}
-		for j < len(doc) && unquotedPlain[doc[j]] {
-			dst = append(dst, doc[j])
-			j++
-		}
-		if j >= len(doc) {
+		if dst, j = appendRun(dst, doc, j, &unquotedPlain); j == len(doc) {
 			return dst, -1
 		}
-	special:
 		// In doubly escaped text escapes come in runs (\\\" is two): a
 		// run is taken here before going back to the plain loop.
 		for {
@@ -219,14 +188,6 @@ func AppendUnquotedFrom(dst, doc []byte, i, j int) ([]byte, int) {
 			}
 		}
 	}
-}
-
-// quoteMask sets the high bit of the lowest byte of w that is '"' or '\\'.
-// As in PlainMask, borrows may flag bytes above it, never one below.
-func quoteMask(w uint64) uint64 {
-	q := w ^ (lsb * '"')
-	bs := w ^ (lsb * '\\')
-	return (((q - lsb) &^ q) | ((bs - lsb) &^ bs)) & msb
 }
 
 // unquotedPlain marks the bytes AppendUnquoted copies as they are: all but
