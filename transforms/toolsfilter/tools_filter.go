@@ -52,6 +52,14 @@ type ToolsFilter struct {
 	// Caddy placeholders such as {http.request.header.X-Team} and op is
 	// == (equal), != (not equal), ~ (glob match) or !~ (no glob match).
 	// Empty means every request.
+	//
+	// A caller sets request headers, the host, URI, cookies and body to
+	// anything, and {http.request.remote.host} is a proxy's address behind
+	// one: a condition that tells callers apart must read what the caller
+	// cannot forge, such as a header an authentication layer in front sets
+	// after deleting the caller's copy, {http.auth.user.id}, or
+	// {http.vars.client_ip} with trusted_proxies set. Rules bound to an API
+	// key need no condition. The README's tools_filter section lists them.
 	When []string `json:"when,omitempty"`
 
 	// FunctionCalling "off" is for models without function calling: every
