@@ -130,3 +130,29 @@ func TestJudgedChatCallsDroppedBeforeRestoring(t *testing.T) {
 		t.Fatalf("body\n%s\nwant\n%s", got, want)
 	}
 }
+
+// A call the upstream finishes as incomplete (cut by its output limit) is
+// closed, marked incomplete, without its partial arguments, and never
+// counted as restored; the final object does not hold it restored either.
+func TestIncompleteCallClosedNotRestored(t *testing.T) {
+	x := NewExchange(ProtocolResponses, Limits{}, nil)
+	x.Explain = true
+	out, err := runCalls(t, x, judgingPolicy{}, []string{
+		`{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_1","type":"function_call","call_id":"c1","name":"f","arguments":"","status":"in_progress"}}`,
+		`{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_1","delta":"{\"a\":"}`,
+		`{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_1","type":"function_call","call_id":"c1","name":"f","arguments":"{\"a\":","status":"incomplete"}}`,
+		`{"type":"response.incomplete","response":{"id":"r","status":"incomplete","output":[{"id":"fc_1","type":"function_call","call_id":"c1","name":"f","arguments":"{\"a\":","status":"incomplete"}]}}`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameEvents(t, out, []string{
+		`{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_1","type":"function_call","call_id":"c1","name":"f_client","arguments":"","status":"in_progress"}}`,
+		`{"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":0,"delta":"{\"a\":"}`,
+		`{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_1","type":"function_call","call_id":"c1","name":"f_client","arguments":"","status":"incomplete"}}`,
+		`{"type":"response.incomplete","response":{"id":"r","status":"incomplete","output":[{"id":"fc_1","type":"function_call","call_id":"c1","name":"f","arguments":"{\"a\":","status":"incomplete"}]}}`,
+	})
+	if got := x.Counts(); got.Restored != 0 {
+		t.Fatalf("counts %+v", got)
+	}
+}

@@ -207,6 +207,7 @@ type outputItemRefs struct {
 	args           jsonspan.Span // the item's first "arguments" value, or NoSpan
 	itemID, callID string
 	outputIndex    []byte
+	incomplete     bool // the item's status says the upstream cut it short
 }
 
 // readItem reads an output_item event in one walk: the first "item" and
@@ -216,7 +217,7 @@ type outputItemRefs struct {
 // what the item's arguments likely are, as its deltas escaped them.
 func readItem(d, known []byte) outputItemRefs {
 	r := outputItemRefs{item: jsonspan.NoSpan(), args: jsonspan.NoSpan()}
-	var f [3]jsonspan.Span
+	var f [4]jsonspan.Span
 	jsonspan.WalkMembers(d, 0, func(k jsonspan.Span, v int) int {
 		var e int
 		switch {
@@ -245,6 +246,7 @@ func readItem(d, known []byte) outputItemRefs {
 		r.itemID, _ = jsonspan.StringValue(d, f[0])
 		r.callID, _ = jsonspan.StringValue(d, f[1])
 		r.args = f[2]
+		r.incomplete = jsonspan.IsString(d, f[3], "incomplete")
 	}
 	return r
 }
@@ -253,11 +255,11 @@ func readItem(d, known []byte) outputItemRefs {
 // d[v], except that arguments that are the literal known are passed over
 // by one comparison instead of escape by escape: they were read as they
 // streamed, and crossing them again was most of the finished item's cost.
-func finishedItemFields(d []byte, v int, known []byte, f *[3]jsonspan.Span) int {
+func finishedItemFields(d []byte, v int, known []byte, f *[4]jsonspan.Span) int {
 	if known == nil {
 		return jsonspan.ObjectFieldsEnd(d, v, itemIDFields, f[:])
 	}
-	*f = [3]jsonspan.Span{jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan()}
+	*f = [4]jsonspan.Span{jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan()}
 	return jsonspan.WalkMembers(d, v, func(k jsonspan.Span, v int) int {
 		var e int
 		if f[2].Start < 0 && isLiteral(d, v, known) && jsonspan.KeyIs(d, k, "arguments") {
@@ -282,7 +284,7 @@ func isLiteral(d []byte, v int, esc []byte) bool {
 	return end < len(d) && d[v] == '"' && d[end] == '"' && bytes.Equal(d[v+1:end], esc)
 }
 
-var itemIDFields = []string{"id", "call_id", "arguments"}
+var itemIDFields = []string{"id", "call_id", "arguments", "status"}
 
 // find looks a call up by item id, then by output index. Either may be
 // missing, ids have been seen repeated across calls and two calls have
@@ -947,6 +949,9 @@ func (s *responsesCalls) itemDone(ev *Event, d []byte, emit Emit) error {
 	if closed {
 		return nil
 	}
+	if r.incomplete {
+		return s.incompleteItem(c, ev, d, item, emit)
+	}
 	if c == nil {
 		// A finished item whose header never came: deliver it whole, so the
 		// client never sees the upstream's shape of the call.
@@ -979,6 +984,28 @@ func (s *responsesCalls) itemDone(ev *Event, d []byte, emit Emit) error {
 		s.esc = nil // a large call's text is not kept for the next one
 	}
 	return emit(ev)
+}
+
+// incompleteItem closes a call the upstream finished as incomplete (cut by
+// its output limit): its arguments are partial, so it is never restored as
+// if whole. A call whose header reached the client is closed in the
+// client's shape, marked incomplete, without the partial text; one that
+// never showed (a built-in held back, or no header) is not sent at all.
+func (s *responsesCalls) incompleteItem(c *trackedCall, ev *Event, d []byte, item jsonspan.Span, emit Emit) error {
+	if c == nil {
+		if _, h, ok := openCall(s.x, s.p, d, item); ok {
+			releaseCall(h)
+			s.x.Decide("tool call", "drop_partial_call", "the upstream finished the call as incomplete")
+			return nil
+		}
+		return emit(ev)
+	}
+	abandonCall(s.x, c.client, c.h, "the upstream finished the call as incomplete")
+	s.close(c, false)
+	if c.item != nil {
+		return nil // its added event was held back too
+	}
+	return emit(s.itemEvent(d, "response.output_item.done", c.outputIndex, clientItem(nil, d, item, c.client, []byte{})))
 }
 
 // deliver sends a call that the stream never opened, or opened but never

@@ -75,6 +75,11 @@ type Stream struct {
 	// while an upstream read is handled (SpillTo).
 	sink    io.Writer
 	sinkErr error // the sink's first failed write
+
+	// lastID and lastRetry are the last id: and retry: the upstream sent,
+	// for the events stages write once it has ended.
+	lastID, lastRetry []byte
+	ending            bool // the stages' End runs
 }
 
 // spillAt is how much output a stream with a sink holds before handing it
@@ -239,6 +244,7 @@ func (s *Stream) Close() error {
 			return ab
 		}
 	}
+	s.ending = true
 	for i, st := range s.stages {
 		if err := st.End(s.emits[i]); err != nil {
 			return s.fail(err)
@@ -341,6 +347,12 @@ func (s *Stream) handle(ev *Event) error {
 		}
 	}
 	s.cur = ev
+	if ev.ID != nil {
+		s.lastID = append(append(s.lastID[:0], ev.ID...), 0)[:len(ev.ID)] // never nil: an empty id resets the client's
+	}
+	if ev.Retry != nil {
+		s.lastRetry = append(s.lastRetry[:0], ev.Retry...)
+	}
 	var err error
 	switch {
 	case first < 0:
@@ -626,15 +638,24 @@ func (s *Stream) write(ev *Event) {
 			}
 		}
 	}
-	if ev.Raw == nil && s.cur != nil && (s.cur.ID != nil && ev.ID == nil || s.cur.Retry != nil && ev.Retry == nil) {
+	var id, retry []byte
+	switch {
+	case s.cur != nil:
+		id, retry = s.cur.ID, s.cur.Retry
+	case s.ending:
+		// What stages write once the upstream has ended (a bridge's
+		// terminal event) follows its last event.
+		id, retry = s.lastID, s.lastRetry
+	}
+	if ev.Raw == nil && (id != nil && ev.ID == nil || retry != nil && ev.Retry == nil) {
 		// A copy: a stage may emit the same event again after the
 		// upstream event, whose bytes these alias, is gone.
 		c := *ev
 		if c.ID == nil {
-			c.ID = s.cur.ID
+			c.ID = id
 		}
 		if c.Retry == nil {
-			c.Retry = s.cur.Retry
+			c.Retry = retry
 		}
 		ev = &c
 	}

@@ -439,8 +439,9 @@ type chatToResponses struct {
 	// still streams but is no longer held.
 	reasoningKept, maxReasoning int
 
-	calls transforms.ChatCalls[*streamCall] // the answer's calls, until settled
-	items []*doneItem                       // finished items, for the final object
+	calls   transforms.ChatCalls[*streamCall] // the answer's calls, until settled
+	waiting []*streamCall                     // named calls not announced yet
+	items   []*doneItem                       // finished items, for the final object
 
 	finish string
 	usage  []byte
@@ -489,6 +490,7 @@ type streamCall struct {
 	id, name string
 	args     rope // escaped, without quotes
 	seq      int
+	waiting  bool // named, not announced: in chatToResponses.waiting
 }
 
 // begin starts an event of type typ, with its sequence number,
@@ -1030,7 +1032,11 @@ func (s *chatToResponses) appendItem(dst []byte, it *doneItem) []byte {
 		dst = s.appendPart(dst, it)
 		return append(dst, "]}"...)
 	}
-	dst = s.out.callHead(dst, it.idx, it.callID, it.name, "completed")
+	status := "completed"
+	if it.status != "" {
+		status = it.status
+	}
+	dst = s.out.callHead(dst, it.idx, it.callID, it.name, status)
 	dst = append(dst, '"')
 	dst = it.text.appendTo(dst)
 	return append(dst, `"}`...)
@@ -1066,6 +1072,10 @@ func (s *chatToResponses) callDelta(emit transforms.Emit, d []byte, at int) (int
 	}
 	cc, opened := s.calls.Place(0, &f)
 	if opened {
+		// A new call: the name of any earlier one is whole now.
+		if err := s.announceNamed(emit); err != nil {
+			return end, err
+		}
 		cc.State = &streamCall{idx: -1, seq: cc.Seq}
 	}
 	c := cc.State
@@ -1081,33 +1091,17 @@ func (s *chatToResponses) callDelta(emit transforms.Emit, d []byte, at int) (int
 	}
 	c.args.add(args)
 	if c.idx < 0 {
-		if c.name == "" {
-			return end, nil // not announced before the name is known
-		}
-		if err := s.closeOpen(emit); err != nil {
-			return end, err
-		}
-		c.idx = s.next
-		c.idxStr = strconv.Itoa(c.idx)
-		c.itemID = s.out.callID(c.idx)
-		s.next++
-		b := s.begin("response.output_item.added")
-		b = append(b, `,"output_index":`...)
-		b = append(b, c.idxStr...)
-		b = append(b, `,"item":`...)
-		b = s.out.callHead(b, c.idx, s.callIDOf(c), c.name, "in_progress")
-		if err := s.send(emit, append(b, `""}}`...)); err != nil {
-			return end, err
-		}
-		if c.args.n == 0 {
+		// Announced once its name is whole: some upstreams stream the
+		// name in pieces, which end when the arguments begin (or another
+		// call, or the answer).
+		if c.name == "" || c.args.n == 0 {
+			if c.name != "" && !c.waiting {
+				c.waiting = true
+				s.waiting = append(s.waiting, c)
+			}
 			return end, nil
 		}
-		// What came before the name, and this piece.
-		b = s.begin("response.function_call_arguments.delta")
-		b = s.itemRef(b, c.itemID, c.idxStr)
-		b = append(b, `,"delta":"`...)
-		b = c.args.appendTo(grow(b, c.args.n+2))
-		return end, s.send(emit, append(b, `"}`...))
+		return end, s.announce(emit, c)
 	}
 	if len(args) == 0 {
 		return end, nil
@@ -1117,6 +1111,47 @@ func (s *chatToResponses) callDelta(emit transforms.Emit, d []byte, at int) (int
 	b = append(b, `,"delta":"`...)
 	b = append(b, args...)
 	return end, s.send(emit, append(b, `"}`...))
+}
+
+// announce opens a named call's item, with the arguments held so far.
+func (s *chatToResponses) announce(emit transforms.Emit, c *streamCall) error {
+	if err := s.closeOpen(emit); err != nil {
+		return err
+	}
+	c.idx = s.next
+	c.idxStr = strconv.Itoa(c.idx)
+	c.itemID = s.out.callID(c.idx)
+	s.next++
+	b := s.begin("response.output_item.added")
+	b = append(b, `,"output_index":`...)
+	b = append(b, c.idxStr...)
+	b = append(b, `,"item":`...)
+	b = s.out.callHead(b, c.idx, s.callIDOf(c), c.name, "in_progress")
+	if err := s.send(emit, append(b, `""}}`...)); err != nil {
+		return err
+	}
+	if c.args.n == 0 {
+		return nil
+	}
+	b = s.begin("response.function_call_arguments.delta")
+	b = s.itemRef(b, c.itemID, c.idxStr)
+	b = append(b, `,"delta":"`...)
+	b = c.args.appendTo(grow(b, c.args.n+2))
+	return s.send(emit, append(b, `"}`...))
+}
+
+// announceNamed opens the named calls still waiting for their arguments,
+// in the order they came.
+func (s *chatToResponses) announceNamed(emit transforms.Emit) error {
+	for _, c := range s.waiting {
+		if c.idx < 0 {
+			if err := s.announce(emit, c); err != nil {
+				return err
+			}
+		}
+	}
+	s.waiting = s.waiting[:0]
+	return nil
 }
 
 // overLimit ends the stream when a call's arguments outgrow
@@ -1154,9 +1189,13 @@ func (s *chatToResponses) settle(emit transforms.Emit) error {
 		return err
 	}
 	if s.finish == "length" || s.finish == "content_filter" || s.finish == "sensitive" {
-		// A call cut short is never delivered.
-		s.dropCalls("finish_reason " + s.finish + " cut the call short")
-		return nil
+		// A call cut short is never delivered as a call to run: one the
+		// client saw open is closed as incomplete.
+		return s.cutCalls(emit, "finish_reason "+s.finish+" cut the call short")
+	}
+	// The answer is whole: so are the names of calls without arguments.
+	if err := s.announceNamed(emit); err != nil {
+		return err
 	}
 	for _, cc := range s.calls.Of(0) {
 		c := cc.State
@@ -1184,7 +1223,29 @@ func (s *chatToResponses) settle(emit transforms.Emit) error {
 			return err
 		}
 	}
-	s.calls = transforms.ChatCalls[*streamCall]{}
+	s.calls, s.waiting = transforms.ChatCalls[*streamCall]{}, s.waiting[:0]
+	return nil
+}
+
+// cutCalls closes the calls not yet settled as incomplete: output_item.done
+// with the arguments that streamed and status "incomplete", which the final
+// object holds too. A call never announced is dropped.
+func (s *chatToResponses) cutCalls(emit transforms.Emit, reason string) error {
+	for _, cc := range s.calls.Of(0) {
+		c := cc.State
+		s.x.CallBuffered(c.args.n)
+		if c.idx < 0 {
+			continue
+		}
+		s.x.Decide(c.name, "drop_partial_call", reason)
+		it := &doneItem{kind: 'c', idx: c.idx, id: c.itemID, callID: s.callIDOf(c), name: c.name, text: c.args, status: "incomplete"}
+		c.args = rope{}
+		s.items = append(s.items, it)
+		if err := s.itemDone(emit, it); err != nil {
+			return err
+		}
+	}
+	s.calls, s.waiting = transforms.ChatCalls[*streamCall]{}, s.waiting[:0]
 	return nil
 }
 
@@ -1197,7 +1258,7 @@ func (s *chatToResponses) dropCalls(reason string) {
 			s.x.Decide(c.name, "drop_partial_call", reason)
 		}
 	}
-	s.calls = transforms.ChatCalls[*streamCall]{}
+	s.calls, s.waiting = transforms.ChatCalls[*streamCall]{}, s.waiting[:0]
 }
 
 // ordered returns the finished items in output_index order. Each index

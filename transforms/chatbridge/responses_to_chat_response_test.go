@@ -481,7 +481,7 @@ func TestResponsesToChatStreams(t *testing.T) {
 				}, "null", "null", "null"))}),
 		},
 		{
-			name:   "finish_reason length mid tool call: the call is never delivered, the response is incomplete",
+			name:   "finish_reason length mid tool call: the call is closed as incomplete, never completed, and the response is incomplete",
 			config: `{"profile":"deepseek"}`,
 			upstream: rcData(
 				rcChunk(`{"role":"assistant","content":"Patching."}`, "null"),
@@ -492,7 +492,8 @@ func TestResponsesToChatStreams(t *testing.T) {
 			want: rcJoin(rcStart(), rcMsgOpen("msg_ID_1", 0), []string{rcMsgDelta("msg_ID_1", 0, "Patching.")}, rcMsgClose("msg_ID_1", 0, "Patching."), []string{
 				rcFcAdded(1, "call_p", "apply_patch"),
 				rcFcDelta(1, `{"input":"*** Begin`),
-				rcTerminal("response.incomplete", rcResp("incomplete", []string{rcMsgItem("msg_ID_1", "Patching.")},
+				rcItemDone(1, rcFcItem(1, "incomplete", "call_p", "apply_patch", `{"input":"*** Begin`)),
+				rcTerminal("response.incomplete", rcResp("incomplete", []string{rcMsgItem("msg_ID_1", "Patching."), rcFcItem(1, "incomplete", "call_p", "apply_patch", `{"input":"*** Begin`)},
 					rcUsage(10, 0, 32768, 0, 32778), "null", `{"reason":"max_output_tokens"}`)),
 			}),
 			decisions: []string{"apply_patch drop_partial_call"},
@@ -1245,5 +1246,66 @@ func TestResponsesToChatReasoningDisplay(t *testing.T) {
 	}
 	if want := `"output":[` + strings.Replace(item(summaryPart, rawPart), "rs_ID_1", "rs_ID", 1) + `,`; !strings.Contains(rcNorm(string(out)), want) {
 		t.Fatalf("body %s\nwant it to hold %s", rcNorm(string(out)), want)
+	}
+}
+
+// TestResponsesToChatStreamKeepsIDLines: every event the bridge writes for
+// a Chat chunk carries that chunk's id: line, and the terminal event
+// written when the upstream ends without [DONE] carries the last one, at
+// every chunk size.
+func TestResponsesToChatStreamKeepsIDLines(t *testing.T) {
+	var up strings.Builder
+	for i, c := range []string{
+		rcChunk(`{"role":"assistant","reasoning_content":"R"}`, "null"),
+		rcChunk(`{"content":"Hi"}`, "null"),
+		rcChunk(`{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}`, "null"),
+		rcChunk(`{}`, `"tool_calls"`),
+	} {
+		fmt.Fprintf(&up, "id: %d\nretry: 500\ndata: %s\n\n", i+1, c)
+	}
+	want := "1 response.created,1 response.in_progress,1 response.output_item.added,1 response.content_part.added,1 response.reasoning_text.delta," +
+		"2 response.reasoning_text.done,2 response.content_part.done,2 response.output_item.done,2 response.output_item.added,2 response.content_part.added,2 response.output_text.delta," +
+		"3 response.output_text.done,3 response.content_part.done,3 response.output_item.done,3 response.output_item.added,3 response.function_call_arguments.delta," +
+		"4 response.function_call_arguments.done,4 response.output_item.done,4 response.completed"
+	for _, n := range transformtest.ChunkSizes {
+		out := transformtest.Replay(t, rcStreamExchange(t, rcRules(`{"profile":"deepseek"}`)), up.String(), n)
+		var got []string
+		p := streambuf.Parser{}
+		collect := func(ev *transforms.Event) error {
+			if string(ev.Retry) != "500" {
+				t.Errorf("chunk size %d: %s has retry %q", n, ev.Name, ev.Retry)
+			}
+			got = append(got, string(ev.ID)+" "+string(ev.Name))
+			return nil
+		}
+		_ = p.Feed([]byte(out), collect)
+		_ = p.Finish(collect)
+		if strings.Join(got, ",") != want {
+			t.Fatalf("chunk size %d: ids and events\n%s\nwant\n%s", n, strings.Join(got, ","), want)
+		}
+	}
+}
+
+// TestResponsesToChatStreamNameInPieces: a tool name the upstream streams
+// in pieces is announced whole, once the arguments begin, or, for a call
+// without arguments, at the next call or the end of the answer.
+func TestResponsesToChatStreamNameInPieces(t *testing.T) {
+	upstream := rcData(
+		rcChunk(`{"role":"assistant","tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"exec_"}}]}`, "null"),
+		rcChunk(`{"tool_calls":[{"index":0,"function":{"name":"command"}}]}`, "null"),
+		rcChunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"cmd\":\"ls\"}"}}]}`, "null"),
+		rcChunk(`{"tool_calls":[{"index":1,"id":"c2","type":"function","function":{"name":"get_"}}]}`, "null"),
+		rcChunk(`{"tool_calls":[{"index":1,"function":{"name":"goal"}}]}`, "null"),
+		rcChunk(`{}`, `"tool_calls"`),
+	) + "data: [DONE]\n\n"
+	want := rcJoin(rcStart(), []string{
+		rcFcAdded(0, "c1", "exec_command"),
+		rcFcDelta(0, `{"cmd":"ls"}`),
+		rcFcAdded(1, "c2", "get_goal"),
+	}, rcFcClose(0, "c1", "exec_command", `{"cmd":"ls"}`), rcFcClose(1, "c2", "get_goal", `{}`), []string{
+		rcTerminal("response.completed", rcResp("completed", []string{rcFcItem(0, "completed", "c1", "exec_command", `{"cmd":"ls"}`), rcFcItem(1, "completed", "c2", "get_goal", `{}`)}, "null", "null", "null")),
+	})
+	if got, w := rcStream(t, rcRules(`{"profile":"deepseek"}`), upstream), rcSeq(want...); got != w {
+		t.Fatalf("stream\n%s\n--- want\n%s", got, w)
 	}
 }
