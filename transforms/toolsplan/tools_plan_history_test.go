@@ -20,12 +20,6 @@ func histPatchFunction(t testing.TB) string {
 	return `{"type":"function","name":"apply_patch","description":` + patchDescription(t) + `,"parameters":` + patchParameters(t) + `,"strict":false}`
 }
 
-// histPatchInput is a function_call the upstream gets for a call of the
-// custom apply_patch: the patch as its input.
-func histPatchInput(callID, patch string) string {
-	return `{"type":"function_call","call_id":"` + callID + `","name":"apply_patch","arguments":` + transformtest.JSONString(`{"input":`+transformtest.JSONString(patch)+`}`) + `,"status":"completed"}`
-}
-
 // histPatchHistory is a conversation in which Codex used the built-in
 // apply_patch (three operations and their outputs), then a custom call on
 // the turn after, as a client that switched tools replays it.
