@@ -260,10 +260,10 @@ func TestClaimedRunsRenumbered(t *testing.T) {
 	}
 }
 
-// Patches one after another in a stream reuse the arena chunks of the
-// ones before (arenaPool), while the normaliser holds the lines of the
-// hunk it is checking across chunks: each comes out whole.
-func TestPatchesReuseArenaChunks(t *testing.T) {
+// Patches one after another in a stream each fill several arena chunks,
+// while the normaliser holds the lines of the hunk it is checking across
+// chunks: each comes out whole.
+func TestPatchesAcrossArenaChunks(t *testing.T) {
 	req := `{"tools":[{"type":"custom","name":"apply_patch"}]}`
 	var up []string
 	var want []string

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -400,11 +399,7 @@ func (t *ResponsesToChat) NewStream(x *transforms.Exchange) transforms.StreamTra
 	if !rec.bridged {
 		return nil
 	}
-	s := &chatToResponses{out: bridgeOut{t: t, rec: rec}, x: x, maxReasoning: t.maxReasoning}
-	if b, ok := bridgeBufPool.Get().(*[]byte); ok {
-		s.buf = (*b)[:0]
-	}
-	return s
+	return &chatToResponses{out: bridgeOut{t: t, rec: rec}, x: x, maxReasoning: t.maxReasoning}
 }
 
 // chatToResponses turns a Chat chunk stream into the Responses event
@@ -493,22 +488,15 @@ type streamCall struct {
 	waiting  bool // named, not announced: in chatToResponses.waiting
 }
 
-// begin starts an event of type typ, with its sequence number,
-// in the reused buffer.
-// bridgeBufPool recycles the converters' event buffers from stream to
-// stream: each grows to the size of its stream's largest event (a call's
-// done event carries all of its arguments).
-var bridgeBufPool sync.Pool // of *[]byte
-
+// Release implements transforms.StreamReleaser: nothing the stream built
+// outlives it.
 func (s *chatToResponses) Release() {
-	if s.buf != nil && cap(s.buf) <= jsonspan.MaxPooled {
-		b := s.buf[:0]
-		bridgeBufPool.Put(&b)
-	}
 	s.buf = nil
 	s.items, s.calls, s.openText = nil, transforms.ChatCalls[*streamCall]{}, rope{}
 }
 
+// begin starts an event of type typ, with its sequence number,
+// in the reused buffer.
 func (s *chatToResponses) begin(typ string) []byte {
 	s.typ = typ
 	b := append(s.buf[:0], `{"type":"`...)

@@ -588,9 +588,6 @@ type customArgs struct {
 	// hold: it waits, in place, for the delta that ends the line, and the
 	// line's deltas then cost the normaliser one call instead of one each.
 	fed int
-	// chunks are the arena's chunks of arenaChunk bytes, which go back to
-	// arenaPool when the call is released.
-	chunks []*[]byte
 }
 
 // arenaChunk is the size of the arena's chunks: a few hundred deltas each.
@@ -644,27 +641,9 @@ func (c *customArgs) arenaFor(n int) int {
 		// What waits for its line's end must go before the text it
 		// joins stops being next to it.
 		c.feedHeld()
-		c.arena, c.fed = c.chunk(room), 0
+		c.arena, c.fed = make([]byte, 0, max(room, arenaChunk)), 0
 	}
 	return len(c.arena)
-}
-
-// arenaPool recycles the arena's chunks: a patch fills a few, garbage
-// every call made, and nothing holds them once the call is released.
-var arenaPool sync.Pool // of *[]byte, arenaChunk bytes of capacity
-
-// chunk returns an empty arena chunk with room for at least n bytes.
-func (c *customArgs) chunk(n int) []byte {
-	if n > arenaChunk {
-		return make([]byte, 0, n)
-	}
-	p, _ := arenaPool.Get().(*[]byte)
-	if p == nil {
-		b := make([]byte, 0, arenaChunk)
-		p = &b
-	}
-	c.chunks = append(c.chunks, p)
-	return (*p)[:0]
 }
 
 // normalise takes the arena the decoder extended, passes the text it
@@ -711,10 +690,7 @@ func (c *customArgs) Release() {
 	jsonspan.PutPooled(c.sent)
 	c.sent = nil
 	// The normaliser's views of the arena go with the handler.
-	for _, p := range c.chunks {
-		arenaPool.Put(p)
-	}
-	c.chunks, c.arena, c.norm = nil, nil, nil
+	c.arena, c.norm = nil, nil
 }
 
 // maxPooledDecoder keeps a freak call's buffer out of the pool.
