@@ -203,7 +203,8 @@ func RestoreCalls(x *Exchange, p CallPolicy, body []byte) []byte {
 	}
 	switch x.Protocol() {
 	case ProtocolResponses:
-		return x.ApplyEdits(body, restoreOutput(x, limitCalls(p), body, jsonspan.Span{Start: jsonspan.SkipSpace(body, 0), End: len(body)}, nil, false))
+		items := readOutput(body, jsonspan.Lookup(body, jsonspan.SkipSpace(body, 0), "output"), nil)
+		return x.ApplyEdits(body, restoreOutput(x, limitCalls(p), body, items, nil, false))
 	case ProtocolChat:
 		return x.ApplyEdits(body, restoreChatMessage(x, limitCalls(p), body))
 	}

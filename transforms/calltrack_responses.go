@@ -78,7 +78,8 @@ type responsesCalls struct {
 	runKnown bool
 	runBytes []byte
 	runCall  *trackedCall
-	itembuf  []byte // the last finished item's event
+	itembuf  []byte       // the last finished item's event
+	items    []outputItem // the output items of the response event being handled
 	escFor   *trackedCall
 	refsBuf  eventRefs // the argument event being handled
 	// argsDone is the call whose done event matched its deltas last: its
@@ -168,6 +169,68 @@ func (s *responsesCalls) Release() {
 	}
 	scratchPool.Put(&callScratch{s.buf, s.idbuf, s.evbuf, s.esc, s.itembuf})
 	s.buf, s.idbuf, s.evbuf, s.esc, s.itembuf = nil, nil, nil, nil, nil
+}
+
+// outputItem is what the tracker reads of a response's output item, in
+// one walk of it: a call's arguments can be megabytes, and looking its
+// members up one by one crossed them again for each.
+type outputItem struct {
+	el                                jsonspan.Span
+	typ, name, ns, id, callID, status jsonspan.Span
+	args                              jsonspan.Span
+}
+
+var outputItemFields = []string{"type", "name", "namespace", "id", "call_id", "status", "arguments"}
+
+// readOutput reads the items of the output array at out, each in one
+// walk.
+func readOutput(doc []byte, out jsonspan.Span, items []outputItem) []outputItem {
+	if out.Start < 0 || doc[out.Start] != '[' {
+		return items
+	}
+	jsonspan.WalkElements(doc, out.Start, func(v int) int {
+		if v >= len(doc) || doc[v] != '{' {
+			e := jsonspan.SkipValue(doc, v)
+			if e >= 0 {
+				items = append(items, outputItem{el: jsonspan.Span{Start: v, End: e}, typ: jsonspan.NoSpan()})
+			}
+			return e
+		}
+		var f [7]jsonspan.Span
+		e := jsonspan.ObjectFieldsEnd(doc, v, outputItemFields, f[:])
+		if e >= 0 {
+			items = append(items, outputItem{el: jsonspan.Span{Start: v, End: e}, typ: f[0], name: f[1], ns: f[2], id: f[3], callID: f[4], status: f[5], args: f[6]})
+		}
+		return e
+	})
+	return items
+}
+
+// call asks the policy about the item when it is a function_call.
+func (it *outputItem) call(x *Exchange, p CallPolicy, doc []byte) (ToolID, CallHandler, bool) {
+	if !jsonspan.IsString(doc, it.typ, "function_call") {
+		return ToolID{}, nil, false
+	}
+	name, _ := jsonspan.StringValue(doc, it.name)
+	ns, _ := jsonspan.StringValue(doc, it.ns)
+	return p.OpenCall(x, ToolID{Type: "function", Namespace: ns, Name: name})
+}
+
+// argsText is the item's arguments, decoded.
+func (it *outputItem) argsText(doc []byte) []byte {
+	if a := it.args; a.Start >= 0 && doc[a.Start] == '"' {
+		return jsonspan.Unescape(make([]byte, 0, a.End-a.Start), doc[a.Start+1:a.End-1])
+	}
+	return nil
+}
+
+// ref is what the item says about itself.
+func (it *outputItem) ref(doc []byte) CallRef {
+	var r CallRef
+	r.ItemID, _ = jsonspan.StringValue(doc, it.id)
+	r.CallID, _ = jsonspan.StringValue(doc, it.callID)
+	r.Status, _ = jsonspan.StringValue(doc, it.status)
+	return r
 }
 
 // openCall asks the policy about the function_call item at item.
@@ -1109,8 +1172,10 @@ func (s *responsesCalls) responseEvent(ev *Event, d []byte, emit Emit, terminalF
 	if resp.Start < 0 || d[resp.Start] != '{' {
 		return emit(ev)
 	}
+	// The output's items are read once, for both steps below.
+	s.items = readOutput(d, jsonspan.Lookup(d, resp.Start, "output"), s.items[:0])
 	if !terminalFailure && jsonspan.IsString(d, jsonspan.Lookup(d, 0, "type"), "response.completed") {
-		if err := s.completeMissing(d, resp, emit); err != nil {
+		if err := s.completeMissing(d, s.items, emit); err != nil {
 			return err
 		}
 	}
@@ -1130,7 +1195,7 @@ func (s *responsesCalls) responseEvent(ev *Event, d []byte, emit Emit, terminalF
 		}
 		return nil, false
 	}
-	edits := restoreOutput(s.x, s.p, d, resp, done, terminalFailure)
+	edits := restoreOutput(s.x, s.p, d, s.items, done, terminalFailure)
 	if len(edits) == 0 {
 		return emit(ev)
 	}
@@ -1140,37 +1205,32 @@ func (s *responsesCalls) responseEvent(ev *Event, d []byte, emit Emit, terminalF
 // completeMissing emits the item events for calls that appear in
 // response.completed's output but were never finished on the stream. The
 // output position is the call's output_index.
-func (s *responsesCalls) completeMissing(d []byte, resp jsonspan.Span, emit Emit) error {
-	out := jsonspan.Lookup(d, resp.Start, "output")
-	if out.Start < 0 {
-		return nil
-	}
-	pos := -1
-	var err error
-	jsonspan.EachElement(d, out.Start, func(el jsonspan.Span) bool {
-		pos++
-		if !jsonspan.IsString(d, jsonspan.Lookup(d, el.Start, "type"), "function_call") {
-			return true
+func (s *responsesCalls) completeMissing(d []byte, items []outputItem, emit Emit) error {
+	for pos := range items {
+		it := &items[pos]
+		if !jsonspan.IsString(d, it.typ, "function_call") {
+			continue
 		}
-		var g [2]jsonspan.Span
-		jsonspan.ObjectFields(d, el.Start, []string{"id", "call_id"}, g[:])
-		itemID, _ := jsonspan.StringValue(d, g[0])
-		callID, _ := jsonspan.StringValue(d, g[1])
+		itemID, _ := jsonspan.StringValue(d, it.id)
+		callID, _ := jsonspan.StringValue(d, it.callID)
 		oi := []byte(strconv.Itoa(pos))
+		var err error
 		switch c, closed := s.findItem(callID, itemID, oi); {
 		case closed:
 			// settled, or dropped: nothing to add
 		case c != nil:
-			err = s.complete(c, d, el, emit)
+			err = s.complete(c, d, it.el, emit)
 		default:
-			client, h, ok := openCall(s.x, s.p, d, el)
+			client, h, ok := it.call(s.x, s.p, d)
 			if ok {
-				err = s.deliver(d, el, client, h, itemID, oi, callID, emit)
+				err = s.deliver(d, it.el, client, h, itemID, oi, callID, emit)
 			}
 		}
-		return err == nil
-	})
-	return err
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *responsesCalls) itemEvent(src []byte, typ string, outputIndex, item []byte) *Event {
@@ -1194,63 +1254,63 @@ func (s *responsesCalls) itemEvent(src []byte, typ string, outputIndex, item []b
 // Responses object at obj. On a stream, done tells the calls the stream
 // completed, by call id, output position and item id; with onlyDone, calls
 // the stream did not complete stay as they are.
-func restoreOutput(x *Exchange, p CallPolicy, doc []byte, obj jsonspan.Span, done func(callID, itemID string, pos int) (*trackedCall, bool), onlyDone bool) []jsonspan.Edit {
-	out := jsonspan.Lookup(doc, obj.Start, "output")
-	if out.Start < 0 {
-		return nil
-	}
+func restoreOutput(x *Exchange, p CallPolicy, doc []byte, items []outputItem, done func(callID, itemID string, pos int) (*trackedCall, bool), onlyDone bool) []jsonspan.Edit {
 	var edits []jsonspan.Edit
-	pos := -1
-	jsonspan.EachElement(doc, out.Start, func(el jsonspan.Span) bool {
-		pos++
-		client, h, ok := openCall(x, p, doc, el)
-		if !ok {
-			return true
+	for pos := range items {
+		it := &items[pos]
+		el := it.el
+		if edit, ok := restoreItem(x, p, doc, it, pos, done, onlyDone); ok {
+			edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: edit})
 		}
-		var delivered *trackedCall
-		if done == nil {
-			countRestored(x, h)
-			x.Decide(client.String(), "restore_call", "function call to restore")
-		} else {
-			var g [2]jsonspan.Span
-			jsonspan.ObjectFields(doc, el.Start, []string{"id", "call_id"}, g[:])
-			itemID, _ := jsonspan.StringValue(doc, g[0])
-			callID, _ := jsonspan.StringValue(doc, g[1])
-			var completed bool
-			if delivered, completed = done(callID, itemID, pos); !completed && onlyDone {
-				return true // never build a call the stream did not complete
-			}
-		}
-		if c := delivered; c != nil && c.final != nil {
-			// What the stream delivered, whatever this copy of the item
-			// carries.
-			releaseCall(h)
-			repl := c.final
-			if !c.built {
-				repl = clientItem(nil, doc, el, c.client, c.final)
-			}
-			edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: repl})
-			return true
-		}
-		if ib, ok := h.(ItemBuilder); ok {
-			// Built again from the item's own arguments: the same
-			// arguments give the item the stream delivered.
-			raw := itemArgs(doc, el)
-			releaseCall(h)
-			built, ok := ib.BuildItem(nil, raw, itemRef(doc, el))
-			if !ok {
-				x.Decide(client.String(), "restore_as_function", "the arguments do not fit a "+client.Type+" call")
-				built = clientItem(nil, doc, el, ToolID{Type: "function", Namespace: client.Namespace, Name: client.Name}, raw)
-			}
-			edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: built})
-			return true
-		}
-		text := h.Finish(itemArgs(doc, el))
-		releaseCall(h)
-		edits = append(edits, jsonspan.Edit{Start: el.Start, End: el.End, Repl: clientItem(nil, doc, el, client, text)})
-		return true
-	})
+	}
 	return edits
+}
+
+// restoreItem is restoreOutput for one item: its replacement, or ok false
+// to leave it.
+func restoreItem(x *Exchange, p CallPolicy, doc []byte, it *outputItem, pos int, done func(callID, itemID string, pos int) (*trackedCall, bool), onlyDone bool) (repl []byte, ok bool) {
+	el := it.el
+	client, h, ok := it.call(x, p, doc)
+	if !ok {
+		return nil, false
+	}
+	var delivered *trackedCall
+	if done == nil {
+		countRestored(x, h)
+		x.Decide(client.String(), "restore_call", "function call to restore")
+	} else {
+		itemID, _ := jsonspan.StringValue(doc, it.id)
+		callID, _ := jsonspan.StringValue(doc, it.callID)
+		var completed bool
+		if delivered, completed = done(callID, itemID, pos); !completed && onlyDone {
+			releaseCall(h)
+			return nil, false // never build a call the stream did not complete
+		}
+	}
+	if c := delivered; c != nil && c.final != nil {
+		// What the stream delivered, whatever this copy of the item
+		// carries.
+		releaseCall(h)
+		if c.built {
+			return c.final, true
+		}
+		return clientItemEsc(nil, doc, el, it.args, c.client, c.final, nil), true
+	}
+	raw := it.argsText(doc)
+	if ib, ok := h.(ItemBuilder); ok {
+		// Built again from the item's own arguments: the same arguments
+		// give the item the stream delivered.
+		releaseCall(h)
+		built, ok := ib.BuildItem(nil, raw, it.ref(doc))
+		if !ok {
+			x.Decide(client.String(), "restore_as_function", "the arguments do not fit a "+client.Type+" call")
+			built = clientItemEsc(nil, doc, el, it.args, ToolID{Type: "function", Namespace: client.Namespace, Name: client.Name}, raw, nil)
+		}
+		return built, true
+	}
+	text := h.Finish(raw)
+	releaseCall(h)
+	return clientItemEsc(nil, doc, el, it.args, client, text, nil), true
 }
 
 // clientItem rewrites a function_call item into the client's call: a
