@@ -800,7 +800,7 @@ func checkBridged(b *testing.B, out []byte) int {
 	got := fmt.Sprint(r.Get("output.#.type").Value())
 	if got != "[reasoning message function_call function_call]" ||
 		r.Get("output.0.content.0.text").String() != bridgeText.reasoning ||
-		!strings.HasPrefix(r.Get("output.0.encrypted_content").String(), "llmt1.") ||
+		!strings.HasPrefix(r.Get("output.0.encrypted_content").String(), "llmt2.") ||
 		r.Get("output.1.content.0.text").String() != bridgeText.content ||
 		r.Get("output.2.arguments").String() != bridgeText.patch || r.Get("output.2.call_id").String() != "call_00_kw66qXbR4jVn1m8s" ||
 		r.Get("output.3.arguments").String() != bridgeText.exec || r.Get("output.3.call_id").String() != "call_01_Zp3tLq9wE2aYc7Hd" ||
