@@ -2,6 +2,7 @@ package transforms
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
@@ -107,7 +108,7 @@ type ChatCall[T any] struct {
 	// included); nil until one did.
 	ID []byte
 	// Name is its name as streamed so far: some upstreams send it in
-	// pieces.
+	// pieces, some repeat it in every fragment.
 	Name  string
 	State T
 }
@@ -156,8 +157,14 @@ func (t *ChatCalls[T]) Place(choice int64, f *ChatFragment) (c *ChatCall[T], ope
 	if c.ID == nil && f.ID != nil {
 		c.ID = append([]byte(nil), f.ID...)
 	}
-	if f.HasName {
-		c.Name += f.Name
+	switch {
+	case !f.HasName || f.Name == "":
+	case strings.HasPrefix(f.Name, c.Name):
+		// The whole name again, or the name so far and more: some
+		// upstreams repeat it in every fragment.
+		c.Name = f.Name
+	default:
+		c.Name += f.Name // the next piece
 	}
 	return c, opened
 }

@@ -36,7 +36,8 @@ func TestReadChatFragmentInAnyKeyOrder(t *testing.T) {
 
 // Fragments go to their call by choice and index; an upstream that numbers
 // none is followed by id: a new id opens a call, none continues the last.
-// A name sent in pieces is put together.
+// A name sent in pieces is put together; one repeated in every fragment is
+// kept once.
 func TestChatCallsPlaceFragments(t *testing.T) {
 	var calls transforms.ChatCalls[int]
 	var log []string
@@ -51,6 +52,8 @@ func TestChatCallsPlaceFragments(t *testing.T) {
 		{2, `{"function":{"arguments":"}"}}`},
 		{2, `{"id":"u2","function":{"name":"k"}}`},
 		{2, `{"id":"u2","function":{"arguments":"{}"}}`},
+		{3, `{"index":0,"id":"r","function":{"name":"read_file","arguments":""}}`},
+		{3, `{"index":0,"function":{"name":"read_file","arguments":"{}"}}`},
 	} {
 		f, _ := transforms.ReadChatFragment([]byte(e.entry), 0)
 		c, opened := calls.Place(e.choice, &f)
@@ -65,11 +68,13 @@ func TestChatCallsPlaceFragments(t *testing.T) {
 		`2/0 seq 2 id "u1" name h opened false fragments 2`,
 		`2/1 seq 3 id "u2" name k opened true fragments 1`,
 		`2/1 seq 3 id "u2" name k opened false fragments 2`,
+		`3/0 seq 4 id "r" name read_file opened true fragments 1`,
+		`3/0 seq 4 id "r" name read_file opened false fragments 2`,
 	}
 	if strings.Join(log, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("placed:\n%s\nwant\n%s", strings.Join(log, "\n"), strings.Join(want, "\n"))
 	}
-	if calls.Len() != 4 || len(calls.Of(2)) != 2 || calls.Get(transforms.ChatCallKey{Choice: 1}).Name != "g" {
+	if calls.Len() != 5 || len(calls.Of(2)) != 2 || calls.Get(transforms.ChatCallKey{Choice: 1}).Name != "g" {
 		t.Fatalf("%d calls, %d in choice 2", calls.Len(), len(calls.Of(2)))
 	}
 }
