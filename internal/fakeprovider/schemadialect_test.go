@@ -19,11 +19,19 @@ const (
 	gmSem = "* GenerateContentRequest." + gmAt
 	kmAt  = "Invalid request: tools[0].function.parameters"
 
-	msgOpenAIClosed = "'additionalProperties' is required to be supplied and to be false."
-	msgAnthClosed   = "For 'object' type, 'additionalProperties' must be explicitly set to false"
-	msgKimiRoot     = `the root of parameters must be an object schema ("type": "object")`
-	msgRecursive    = "is recursive; strict mode does not support recursive schemas"
+	msgOpenAIClosed  = "'additionalProperties' is required to be supplied and to be false."
+	msgAnthClosed    = "For 'object' type, 'additionalProperties' must be explicitly set to false"
+	msgKimiRoot      = `the root of parameters must be an object schema ("type": "object")`
+	msgRecursive     = "is recursive; strict mode does not support recursive schemas"
+	msgOpenAIUntyped = "schema must have a 'type' key."
+	msgGeminiAnyOf   = "schema specified other fields alongside any_of. When using any_of, it must be the only field set."
 )
+
+// gmAnyOf is the refusal of siblings beside anyOf at a declaration path
+// such as "parameters.v".
+func gmAnyOf(at string) string {
+	return "Unable to submit request because `f` functionDeclaration `" + at + "` " + msgGeminiAnyOf
+}
 
 func gmUnknown(name, at string) string {
 	return `Invalid JSON payload received. Unknown name "` + name + `" at '` + gmAt + at + `': Cannot find field.`
@@ -90,6 +98,7 @@ var schemaCases = []schemaCase{
 		want: []string{
 			oaCtx + "('properties', 'list', 'items', 0), " + msgOpenAIClosed,
 			oaCtx + "('$defs', 'd'), " + msgOpenAIClosed,
+			oaCtx + "('$defs', 'd'), " + msgOpenAIUntyped,
 		},
 	},
 	{
@@ -104,6 +113,80 @@ var schemaCases = []schemaCase{
 	{
 		name: "openai rules off with strict false", dialect: DialectOpenAIStrict, strict: boolPtr(false),
 		schema: `{"type":"object","properties":{"x":{"type":"object","properties":{"y":{"type":"string"}}}}}`,
+	},
+
+	// openai_strict: $ref alone, a type everywhere, the unsupported
+	// keywords, recursion through "#" and $defs
+	{
+		name: "openai $ref with a description beside it", dialect: DialectOpenAIStrict, strict: boolPtr(true),
+		schema: `{"type":"object","properties":{"p":{"$ref":"#/$defs/p","description":"d","title":"t"}},"required":["p"],"additionalProperties":false,"$defs":{"p":{"type":"string"}}}`,
+		want:   []string{"Invalid schema for function 'f': context=('properties', 'p'), $ref cannot have keywords {'description', 'title'}."},
+	},
+	{
+		name: "openai bare $ref, description on the definition", dialect: DialectOpenAIStrict, strict: boolPtr(true),
+		schema: `{"type":"object","properties":{"p":{"$ref":"#/$defs/p"}},"required":["p"],"additionalProperties":false,"$defs":{"p":{"type":"string","description":"d"}}}`,
+	},
+	{
+		name: "openai schemas without a type", dialect: DialectOpenAIStrict, strict: boolPtr(true),
+		schema: `{"type":"object","properties":{"any":{},"doc":{"description":"d"},"k":{"enum":["a"]}},"required":["any","doc","k"],"additionalProperties":false}`,
+		want: []string{
+			oaCtx + "('properties', 'any'), " + msgOpenAIUntyped,
+			oaCtx + "('properties', 'doc'), " + msgOpenAIUntyped,
+			oaCtx + "('properties', 'k'), " + msgOpenAIUntyped,
+		},
+	},
+	{
+		name: "openai anyOf and $ref need no type", dialect: DialectOpenAIStrict, strict: boolPtr(true),
+		schema: `{"type":"object","properties":{"u":{"anyOf":[{"type":"string"},{"type":"null"}],"description":"d"},"r":{"$ref":"#/$defs/s"}},"required":["u","r"],"additionalProperties":false,"$defs":{"s":{"type":"string","enum":["a"]}}}`,
+	},
+	{
+		name: "openai composition keywords", dialect: DialectOpenAIStrict, strict: boolPtr(true),
+		schema: `{"type":"object","properties":{"s":{"type":"string","oneOf":[{"type":"string"}],"allOf":[{"type":"string"}],"not":{"type":"null"},` +
+			`"if":{"type":"string"},"then":{"type":"string"},"else":{"type":"string"}}},"required":["s"],"additionalProperties":false}`,
+		want: []string{
+			oaCtx + "('properties', 's'), 'oneOf' is not permitted.",
+			oaCtx + "('properties', 's'), 'allOf' is not permitted.",
+			oaCtx + "('properties', 's'), 'not' is not permitted.",
+			oaCtx + "('properties', 's'), 'if' is not permitted.",
+			oaCtx + "('properties', 's'), 'then' is not permitted.",
+			oaCtx + "('properties', 's'), 'else' is not permitted.",
+		},
+	},
+	{
+		name: "openai object, array and string keywords strict mode lacks", dialect: DialectOpenAIStrict, strict: boolPtr(true),
+		schema: `{"type":"object","properties":{"m":{"type":"object","properties":{"a":{"type":"string"}},"required":["a"],"additionalProperties":false,` +
+			`"patternProperties":{"^x":{"type":"string"}},"propertyNames":{"type":"string","pattern":"^a"},"minProperties":1},` +
+			`"l":{"type":"array","items":{"type":"string"},"uniqueItems":true,"minItems":1,"maxItems":3},` +
+			`"s":{"type":"string","minLength":1,"pattern":"^a","format":"email","default":"a"}},"required":["m","l","s"],"additionalProperties":false}`,
+		want: []string{
+			oaCtx + "('properties', 'l'), 'uniqueItems' is not permitted.",
+			oaCtx + "('properties', 'm'), 'patternProperties' is not permitted.",
+			oaCtx + "('properties', 'm'), 'propertyNames' is not permitted.",
+			oaCtx + "('properties', 'm'), 'minProperties' is not permitted.",
+			oaCtx + "('properties', 's'), 'minLength' is not permitted.",
+			oaCtx + "('properties', 's'), 'default' is not permitted.",
+		},
+	},
+	{
+		// The Structured Outputs guide's UI example ("$ref": "#") and its
+		// linked list (a $defs entry that refers to itself).
+		name: "openai recursion through # and $defs", dialect: DialectOpenAIStrict, strict: boolPtr(true),
+		schema: `{"type":"object","properties":{"label":{"type":"string"},"children":{"type":"array","items":{"$ref":"#"}},` +
+			`"list":{"$ref":"#/$defs/node"}},"required":["label","children","list"],"additionalProperties":false,` +
+			`"$defs":{"node":{"type":"object","properties":{"value":{"type":"number"},"next":{"anyOf":[{"$ref":"#/$defs/node"},{"type":"null"}]}},` +
+			`"required":["value","next"],"additionalProperties":false}}}`,
+	},
+	{
+		name: "openai reference that does not resolve", dialect: DialectOpenAIStrict, strict: boolPtr(true),
+		schema: `{"type":"object","properties":{"a":{"$ref":"#/$defs/missing"},"b":{"$ref":"https://example.com/b.json"}},"required":["a","b"],"additionalProperties":false,"$defs":{}}`,
+		want: []string{
+			oaCtx + `('properties', 'a'), reference "#/$defs/missing" does not resolve to a definition in this schema.`,
+			oaCtx + `('properties', 'b'), reference "https://example.com/b.json" does not resolve to a definition in this schema.`,
+		},
+	},
+	{
+		name: "openai new rules off without strict", dialect: DialectOpenAIStrict,
+		schema: `{"type":"object","properties":{"any":{},"p":{"$ref":"#/$defs/x","description":"d"},"s":{"type":"string","oneOf":[{"type":"string"}],"minLength":1}}}`,
 	},
 
 	// anthropic
@@ -177,6 +260,14 @@ var schemaCases = []schemaCase{
 		want:   []string{anAt + `.properties["$ref"]: ` + msgAnthClosed},
 	},
 	{
+		name: "anthropic maxItems", dialect: DialectAnthropic, strict: boolPtr(true),
+		schema: `{"type":"object","properties":{"l":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":3},"n":{"type":["array","null"],"items":{"type":"string"},"maxItems":0}},"additionalProperties":false}`,
+		want: []string{
+			anAt + ".properties.l: For 'array' type, property 'maxItems' is not supported",
+			anAt + ".properties.n: For 'array' type, property 'maxItems' is not supported",
+		},
+	},
+	{
 		name: "anthropic rules off without strict", dialect: DialectAnthropic,
 		schema: `{"type":"object","properties":{"n":{"type":"integer","minimum":0},"r":{"$ref":"#"},"h":{"type":"string","format":"hostname"}}}`,
 	},
@@ -185,8 +276,9 @@ var schemaCases = []schemaCase{
 	{
 		name: "gemini accepted", dialect: DialectGemini, strict: boolPtr(true),
 		schema: `{"type":"object","properties":{"when":{"type":"string","format":"date-time"},"mode":{"type":"string","enum":["a","b"],"format":"enum"},` +
-			`"n":{"type":"integer","format":"int32","minimum":1,"maximum":5},"opt":{"anyOf":[{"type":"string"},{"type":"integer"}],"description":"d","title":"t","nullable":true},` +
-			`"list":{"type":"array","items":{"type":"string"},"minItems":1}},"required":["when"]}`,
+			`"n":{"type":"integer","format":"int32","minimum":1,"maximum":5},"opt":{"anyOf":[{"type":"string","description":"d"},{"type":"integer","nullable":true}]},` +
+			`"list":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":3},"d":{"type":"string","default":"x","example":"y","title":"t","pattern":"^a","minLength":1,"maxLength":9},` +
+			`"o":{"type":"object","properties":{"k":{"type":"boolean"}},"minProperties":1,"maxProperties":2,"propertyOrdering":["k"]}},"required":["when"]}`,
 	},
 	{
 		name: "gemini additionalProperties at the root", dialect: DialectGemini,
@@ -210,6 +302,7 @@ var schemaCases = []schemaCase{
 			"Invalid value at '" + gmAt + ".properties[n].enum[0]' (TYPE_STRING), 1",
 			"Invalid value at '" + gmAt + ".properties[n].enum[2]' (TYPE_STRING), true",
 			"Invalid value at '" + gmAt + ".properties[n].enum[3]' (TYPE_STRING), 2.50",
+			gmSem + ".properties[n].enum: only allowed for STRING type",
 		},
 	},
 	{
@@ -223,22 +316,20 @@ var schemaCases = []schemaCase{
 			`"m":{"type":"object","properties":{},"propertyNames":{"pattern":"^a"}},"d":{"type":"string","default":"x"}},"$defs":{"s":{"type":"string"}},"definitions":{}}`,
 		want: []string{
 			gmUnknown("$defs", ""),
-			gmUnknown("definitions", ""),
-			gmUnknown("$schema", ""),
 			gmUnknown("$id", ""),
+			gmUnknown("$schema", ""),
+			gmUnknown("definitions", ""),
 			gmUnknown("$ref", ".properties[a]"),
+			gmSem + ".properties[a].type: must be specified",
 			gmUnknown("const", ".properties[c]"),
-			gmUnknown("default", ".properties[d]"),
 			gmUnknown("propertyNames", ".properties[m]"),
+			gmSem + ".properties[m].properties: should be non-empty for OBJECT type",
 		},
 	},
 	{
 		name: "gemini anyOf with siblings", dialect: DialectGemini,
 		schema: `{"type":"object","properties":{"v":{"anyOf":[{"type":"string"},{"type":"integer"}],"type":"string","description":"d","default":"x"}}}`,
-		want: []string{
-			gmUnknown("default", ".properties[v]"),
-			gmSem + ".properties[v]: any_of must be the only field besides description, title and nullable, found default, type",
-		},
+		want:   []string{gmAnyOf("parameters.v")},
 	},
 	{
 		name: "gemini boolean schemas", dialect: DialectGemini,
@@ -254,6 +345,57 @@ var schemaCases = []schemaCase{
 		want:   []string{`Invalid JSON payload received. Unknown name "type" at '` + gmAt + `.properties[properties].properties[items]': Proto field is not repeating, cannot start list.`},
 	},
 
+	{
+		name: "gemini object with empty properties", dialect: DialectGemini,
+		schema: `{"type":"object","properties":{}}`,
+		want:   []string{gmSem + ".properties: should be non-empty for OBJECT type"},
+	},
+	{
+		name: "gemini names that are no Schema field", dialect: DialectGemini,
+		schema: `{"type":"object","properties":{"n":{"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1},"o":{"type":"string","optional":true},` +
+			`"u":{"type":"string","oneOf":[{"type":"string"}]},"m":{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":{"type":"string"}}}}`,
+		want: []string{
+			gmUnknown("additionalProperties", ".properties[m]"),
+			gmUnknown("exclusiveMaximum", ".properties[n]"),
+			gmUnknown("exclusiveMinimum", ".properties[n]"),
+			gmUnknown("optional", ".properties[o]"),
+			gmUnknown("oneOf", ".properties[u]"),
+		},
+	},
+	{
+		name: "gemini schemas without a type", dialect: DialectGemini,
+		schema: `{"type":"object","properties":{"any":{},"doc":{"description":"d"},"u":{"anyOf":[{"type":"string"},{"type":"integer"}]}}}`,
+		want: []string{
+			gmSem + ".properties[any].type: must be specified",
+			gmSem + ".properties[doc].type: must be specified",
+		},
+	},
+	{
+		name: "gemini annotations beside anyOf", dialect: DialectGemini,
+		schema: `{"type":"object","properties":{"d":{"anyOf":[{"type":"string"}],"description":"d"},"t":{"anyOf":[{"type":"string"}],"title":"t"},` +
+			`"n":{"anyOf":[{"type":"string"}],"nullable":true},"alone":{"anyOf":[{"type":"string"},{"type":"integer","nullable":true}]}}}`,
+		want: []string{gmAnyOf("parameters.d"), gmAnyOf("parameters.n"), gmAnyOf("parameters.t")},
+	},
+	{
+		name: "gemini lenient anyOf takes description and title", dialect: DialectGeminiLenientAnyOf,
+		schema: `{"type":"object","properties":{"d":{"anyOf":[{"type":"string"}],"description":"d"},"t":{"anyOf":[{"type":"string"}],"title":"t"},` +
+			`"n":{"anyOf":[{"type":"string"}],"nullable":true},"alone":{"anyOf":[{"type":"string"},{"type":"integer","nullable":true}]}}}`,
+		want: []string{gmAnyOf("parameters.n")},
+	},
+	{
+		name: "gemini anyOf in items and in a member", dialect: DialectGemini,
+		schema: `{"type":"object","properties":{"l":{"type":"array","items":{"anyOf":[{"type":"string"},{"anyOf":[{"type":"integer"}],"type":"integer"}],"description":"d"}}}}`,
+		want: []string{
+			gmAnyOf("parameters.l.items"),
+			gmAnyOf("parameters.l.items.any_of[1]"),
+		},
+	},
+	{
+		name: "gemini enum on a type other than STRING", dialect: DialectGemini,
+		schema: `{"type":"object","properties":{"i":{"type":"integer","enum":["1","2"]},"s":{"type":"STRING","format":"enum","enum":["a"]}}}`,
+		want:   []string{gmSem + ".properties[i].enum: only allowed for STRING type"},
+	},
+
 	// kimi
 	{
 		name: "kimi accepted", dialect: DialectKimi,
@@ -267,7 +409,10 @@ var schemaCases = []schemaCase{
 	{
 		name: "kimi root type list", dialect: DialectKimi, strict: boolPtr(true),
 		schema: `{"type":["object","null"],"properties":{}}`,
-		want:   []string{kmAt + ": " + msgKimiRoot},
+		want: []string{
+			kmAt + ": " + msgKimiRoot,
+			kmAt + ": keyword properties is not allowed in combination with multiple types",
+		},
 	},
 	{
 		name: "kimi root boolean", dialect: DialectKimi,
@@ -279,9 +424,54 @@ var schemaCases = []schemaCase{
 		schema: `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"$ref":"https://example.com/s.json"},"b":{"$id":"urn:b","type":"string"}}}`,
 		want: []string{
 			kmAt + ": '$schema' is not supported",
-			kmAt + ".properties.a: '$ref' 'https://example.com/s.json' is not supported: only local references ('#/...') are",
-			kmAt + ".properties.b: '$id' is not supported",
+			kmAt + ".properties.a: references must start with #/$defs/",
+			kmAt + ".properties.b: keyword $id must be at root level",
 		},
+	},
+	{
+		name: "kimi type list with keywords beside it", dialect: DialectKimi,
+		schema: `{"type":"object","properties":{"o":{"type":["object","null"],"properties":{}},"l":{"type":["array","null"],"items":{"type":"string"},"description":"d"},` +
+			`"e":{"type":["string","null"],"enum":["a",null]},"s":{"type":["string","null"],"description":"d","title":"t"}}}`,
+		want: []string{
+			kmAt + ".properties.l: keyword items is not allowed in combination with multiple types",
+			kmAt + ".properties.o: keyword properties is not allowed in combination with multiple types",
+		},
+	},
+	{
+		name: "kimi references outside #/$defs", dialect: DialectKimi,
+		schema: `{"type":"object","properties":{"a":{"type":"string"},"z":{"$ref":"#/properties/a"},"d":{"$ref":"#/definitions/s"},"m":{"$ref":"#/$defs/missing"},` +
+			`"ok":{"$ref":"#/$defs/s","description":"d"},"self":{"$ref":"#"}},"definitions":{"s":{"type":"string"}},"$defs":{"s":{"type":"string"}}}`,
+		want: []string{
+			kmAt + ".properties.d: references must start with #/$defs/",
+			kmAt + ".properties.m: invalid $ref path: #/$defs/missing",
+			kmAt + ".properties.z: references must start with #/$defs/",
+		},
+	},
+	{
+		name: "kimi reference without $defs, and keywords beside $ref and anyOf", dialect: DialectKimi,
+		schema: `{"type":"object","properties":{"r":{"$ref":"#/$defs/s","type":"string","default":"x"},"u":{"anyOf":[{"type":"string"}],"type":"string","title":"t"}}}`,
+		want: []string{
+			kmAt + ".properties.r: $defs not found for reference: #/$defs/s",
+			kmAt + ".properties.r: keyword 'default' is not allowed at the same level as $ref",
+			kmAt + ".properties.r: when using $ref, type should be defined in the referenced schema instead of the parent schema",
+			kmAt + ".properties.u: when using anyOf, type should be defined in anyOf items instead of the parent schema",
+		},
+	},
+	{
+		name: "kimi property named additionalProperties", dialect: DialectKimi,
+		schema: `{"type":"object","properties":{"additionalProperties":{"type":"boolean"},"additional_properties":{"type":"boolean"}}}`,
+		want:   []string{kmAt + ".properties: property name 'additionalProperties' is reserved for JSON Schema keywords"},
+	},
+	{
+		name: "kimi enum without a type", dialect: DialectKimi,
+		schema: `{"type":"object","properties":{"lang":{"enum":["Chinese","English"]},"typed":{"type":"string","enum":["Chinese","English"]}}}`,
+		want:   []string{kmAt + ".properties.lang: type is not defined"},
+	},
+	{
+		// MFJS spec, "Recursive Schema Example".
+		name: "kimi recursive list through $defs", dialect: DialectKimi,
+		schema: `{"type":"object","properties":{"linked_list":{"$ref":"#/$defs/node"}},"$defs":{"node":{"type":"object","properties":{"value":{"type":"number"},` +
+			`"next":{"anyOf":[{"$ref":"#/$defs/node"},{"type":"null"}]}},"additionalProperties":false,"required":["next","value"]}},"additionalProperties":false,"required":["linked_list"]}`,
 	},
 	{
 		name: "kimi strict false", dialect: DialectKimi, strict: boolPtr(false),
@@ -354,7 +544,14 @@ var schemaCases = []schemaCase{
 	{name: "keyword names, openai strict", dialect: DialectOpenAIStrict, strict: boolPtr(true), schema: keywordNamesClosed},
 	{name: "keyword names, anthropic strict", dialect: DialectAnthropic, strict: boolPtr(true), schema: keywordNamesClosed},
 	{name: "keyword names, gemini", dialect: DialectGemini, schema: keywordNames},
-	{name: "keyword names, kimi", dialect: DialectKimi, schema: keywordNames},
+	{name: "keyword names, gemini lenient anyOf", dialect: DialectGeminiLenientAnyOf, schema: keywordNames},
+	// walle reserves five names whatever the property holds (see kimi below).
+	{name: "keyword names, kimi", dialect: DialectKimi, schema: keywordNames, want: []string{
+		kmAt + ".properties: property name '$ref' is reserved for JSON Schema keywords",
+		kmAt + ".properties: property name 'required' is reserved for JSON Schema keywords",
+		kmAt + ".properties: property name 'additionalProperties' is reserved for JSON Schema keywords",
+		kmAt + ".properties.properties.properties: property name '$defs' is reserved for JSON Schema keywords",
+	}},
 	{name: "keyword names, permissive", dialect: DialectPermissive, schema: keywordNames},
 
 	// what is not a schema at all
@@ -401,14 +598,18 @@ func TestCheckSchemaKeyOrder(t *testing.T) {
 func TestCheckToolSchemaNamesTheTool(t *testing.T) {
 	const open = `{"type":"object","properties":{"a":{"type":"string","format":"uri"}},"required":["a"],"additionalProperties":true}`
 	for dialect, want := range map[string]string{
-		DialectOpenAIStrict: "Invalid schema for function 'read_file': In context=(), " + msgOpenAIClosed,
-		DialectAnthropic:    "tools.3.custom.input_schema: " + msgAnthClosed,
-		DialectGemini:       "Invalid JSON payload received. Unknown name \"additionalProperties\" at 'tools[0].function_declarations[3].parameters': Cannot find field.",
-		DialectKimi:         "Invalid request: tools[3].function.parameters.properties.a.properties[\"$ref\"]: '$ref' 'x.json' is not supported: only local references ('#/...') are",
+		DialectOpenAIStrict:       "Invalid schema for function 'read_file': In context=(), " + msgOpenAIClosed,
+		DialectAnthropic:          "tools.3.custom.input_schema: " + msgAnthClosed,
+		DialectGemini:             "Invalid JSON payload received. Unknown name \"additionalProperties\" at 'tools[0].function_declarations[3].parameters': Cannot find field.",
+		DialectKimi:               "Invalid request: tools[3].function.parameters.properties.a.properties[\"$ ref\"]: references must start with #/$defs/",
+		DialectGeminiLenientAnyOf: "Unable to submit request because `read_file` functionDeclaration `parameters.a.b` " + msgGeminiAnyOf,
 	} {
 		schema := open
-		if dialect == DialectKimi {
-			schema = `{"type":"object","properties":{"a":{"type":"object","properties":{"$ref":{"$ref":"x.json"}}}}}`
+		switch dialect {
+		case DialectKimi:
+			schema = `{"type":"object","properties":{"a":{"type":"object","properties":{"$ ref":{"$ref":"x.json"}}}}}`
+		case DialectGeminiLenientAnyOf:
+			schema = `{"type":"object","properties":{"a":{"type":"object","properties":{"b":{"anyOf":[{"type":"string"}],"nullable":true}}}}}`
 		}
 		got := CheckToolSchema(dialect, 3, "read_file", []byte(schema), boolPtr(true))
 		if len(got) == 0 || got[0] != want {
@@ -417,7 +618,7 @@ func TestCheckToolSchemaNamesTheTool(t *testing.T) {
 	}
 }
 
-var allDialects = []string{DialectOpenAIStrict, DialectAnthropic, DialectGemini, DialectKimi, DialectPermissive}
+var allDialects = []string{DialectOpenAIStrict, DialectAnthropic, DialectGemini, DialectGeminiLenientAnyOf, DialectKimi, DialectPermissive}
 
 type corpusTool struct {
 	Type       string          `json:"type"`
