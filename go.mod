@@ -8,6 +8,7 @@ require (
 	github.com/klauspost/compress v1.20.1
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/prometheus/client_golang v1.24.1
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/tidwall/gjson v1.20.2
 	go.uber.org/zap v1.28.0
 )
