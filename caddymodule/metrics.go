@@ -13,15 +13,16 @@ import (
 // and collectors created per config would start from zero after a reload
 // (the bug caddy-ratelimit#102 fixed).
 var metrics = struct {
-	applications *prometheus.CounterVec
-	converted    *prometheus.CounterVec
-	restored     *prometheus.CounterVec
-	rejections   *prometheus.CounterVec
-	buffered     *prometheus.HistogramVec
-	streamErrors *prometheus.CounterVec
-	patchInvalid prometheus.Counter
-	unexpected   *prometheus.CounterVec
-	dropped      prometheus.Counter
+	applications   *prometheus.CounterVec
+	converted      *prometheus.CounterVec
+	restored       *prometheus.CounterVec
+	rejections     *prometheus.CounterVec
+	buffered       *prometheus.HistogramVec
+	streamErrors   *prometheus.CounterVec
+	patchInvalid   prometheus.Counter
+	unexpected     *prometheus.CounterVec
+	dropped        prometheus.Counter
+	argsUnrestored *prometheus.CounterVec
 }{
 	applications: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "caddy", Subsystem: "llm_transform", Name: "rule_applications_total",
@@ -57,6 +58,10 @@ var metrics = struct {
 		Namespace: "caddy", Subsystem: "llm_transform", Name: "unexpected_calls_total",
 		Help: "Upstream calls to tools the request did not offer, by reason: undeclared (never declared) or filtered (a rule took the tool out).",
 	}, []string{"reason"}),
+	argsUnrestored: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "llm_transform", Name: "args_unrestored_total",
+		Help: "Upstream calls whose arguments could not be given back in the tool's own schema (passed on as sent), by reason.",
+	}, []string{"reason"}),
 	dropped: prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "caddy", Subsystem: "llm_transform", Name: "dropped_calls_total",
 		Help: "Unexpected upstream calls removed from responses (tools_filter drop_undeclared_calls).",
@@ -72,7 +77,7 @@ func registerMetrics(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
 		metrics.applications, metrics.converted, metrics.restored,
 		metrics.rejections, metrics.buffered, metrics.streamErrors, metrics.patchInvalid,
-		metrics.unexpected, metrics.dropped,
+		metrics.unexpected, metrics.dropped, metrics.argsUnrestored,
 	} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -107,6 +112,13 @@ func observeExchange(x *transforms.Exchange) {
 	}
 	if c.DroppedCalls > 0 {
 		metrics.dropped.Add(float64(c.DroppedCalls))
+	}
+	if c.ArgsUnrestored != (transforms.UnrestoredArgs{}) {
+		for reason, n := range c.ArgsUnrestored.Reasons() {
+			if n > 0 {
+				metrics.argsUnrestored.WithLabelValues(reason).Add(float64(n))
+			}
+		}
 	}
 	for _, n := range x.CallBuffers() {
 		metrics.buffered.WithLabelValues("tool_call").Observe(float64(n))

@@ -292,10 +292,44 @@ type Counts struct {
 	// DroppedCalls counts the unexpected calls a rule removed from the
 	// response (CountUnexpectedCall with dropped).
 	DroppedCalls int
+	// ArgsUnrestored counts, by reason, calls whose arguments a rule had
+	// to give back in the tool's own schema and could not: they reach
+	// the client as the upstream sent them (CountArgsUnrestored).
+	ArgsUnrestored UnrestoredArgs
+}
+
+// UnrestoredArgs counts calls whose arguments could not be given back in
+// the tool's own schema, by reason.
+type UnrestoredArgs struct {
+	// InvalidJSON: the arguments are not JSON.
+	InvalidJSON int
+	// JSONText: a value the model was to write as JSON text is not.
+	JSONText int
+	// TooDeep: the arguments nest too deep to be read.
+	TooDeep int
+}
+
+// Reasons returns the counts by their metric label.
+func (u UnrestoredArgs) Reasons() map[string]int {
+	return map[string]int{"invalid_json": u.InvalidJSON, "json_text": u.JSONText, "too_deep": u.TooDeep}
 }
 
 // Counts returns what the rules have counted so far for this request.
 func (x *Exchange) Counts() Counts { return x.counts }
+
+// CountArgsUnrestored records one call whose arguments could not be given
+// back in the tool's own schema, by its reason: "invalid_json",
+// "json_text" or "too_deep" (UnrestoredArgs).
+func (x *Exchange) CountArgsUnrestored(reason string) {
+	switch reason {
+	case "invalid_json":
+		x.counts.ArgsUnrestored.InvalidJSON++
+	case "json_text":
+		x.counts.ArgsUnrestored.JSONText++
+	default:
+		x.counts.ArgsUnrestored.TooDeep++
+	}
+}
 
 // CountPatchInvalid records one restored apply_patch input that
 // normalisation could not bring into Codex's grammar.

@@ -33,6 +33,22 @@ type schemaRules struct {
 	minItemsMax    int  // minItems above it is taken out; 0 keeps all
 	noBoolSchemas  bool // true and false as schemas become {}
 	localRefsOnly  bool // a reference outside the document is a 400
+	// allow, when set, is every keyword the dialect has a field for:
+	// the others go (Gemini's Schema message refuses unknown names).
+	allow map[string]bool
+
+	// The first pass's (prepare.go).
+	refsToDefs       bool     // references not into $defs get a $defs entry
+	refSiblings      bool     // keywords beside $ref: target inlined, or dropped when recursive
+	refKeeps         []string // what may stay beside $ref after all (Kimi: annotations)
+	defsOnly         bool     // references must point into $defs, not definitions
+	oneOfToAnyOf     bool     // oneOf becomes anyOf
+	exclusiveBounds  bool     // exclusive bounds become inclusive ones
+	enumType         bool     // an enum without a type gets its values' type, and keywords of one type theirs
+	reservedProps    []string // property names the dialect reserves, renamed
+	untypedStrictOff bool     // what strict mode cannot take turns strict off
+	anyOfBranches    bool     // a union's description and title go into its branches
+	encodeOpaque     bool     // maps and untyped values travel as JSON text
 }
 
 // constraintKeywords are the keywords whose loss changes what a value may
@@ -554,12 +570,14 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		k := m.key
 		switch {
 		case r.strip[k]:
+		case r.allow != nil && !r.allow[k]:
+			// A keyword the dialect has no field for.
 		case k == "format" && r.formats != nil && (r.formatsAnyType || typ == "string" || typ == "") && !r.formats[stringOf(doc, m.m.Value)]:
 			// The dialect's string formats are all it takes on strings
 			// (and on untyped schemas, judged as strings); some take no
 			// other format on any type (Anthropic: not int64 either).
 		case k == "minItems" && r.minItemsMax > 0 && !smallInt(doc, m.m.Value, r.minItemsMax):
-		case anyOf && k != "anyOf" && k != "description" && k != "title" && k != "nullable" && !(typeAnyOf && k == "type"):
+		case anyOf && k != "anyOf" && (r.anyOfBranches || k != "description" && k != "title" && k != "nullable") && !(typeAnyOf && k == "type"):
 		case (k == "$defs" || k == "definitions") && r.inline:
 			// Every reference is inlined: the definitions serve nobody.
 		case k == "$ref" && r.inline:
@@ -785,7 +803,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		ow.Key("type")
 		ow.B = append(ow.B, `"string"`...)
 	}
-	if len(told) > 0 && !wroteDesc {
+	if len(told) > 0 && !wroteDesc && !(anyOf && r.anyOfBranches) {
 		writeDesc(jsonspan.NoSpan())
 	}
 	if root && r.rootObject && untyped && o.ref >= 0 && !objectRoot(doc, s.root) && s.err == nil {
@@ -1273,6 +1291,18 @@ func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nulla
 				// type go into that type's branch.
 				s.typeBranch(&branch, t, o)
 			}
+			if s.r.anyOfBranches {
+				// Nor annotations, nor nullable: each branch says them.
+				for _, m := range o.ms {
+					if m.key == "description" || m.key == "title" {
+						branch.Raw(doc, m.m)
+					}
+				}
+				if hasNull {
+					branch.Key("nullable")
+					branch.B = append(branch.B, "true"...)
+				}
+			}
 			ow.B = branch.Close()
 			if s.overBudget(ow.B) {
 				// n types, each writing keywords repeated n times.
@@ -1288,12 +1318,21 @@ func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nulla
 			if i > 0 {
 				ow.B = append(ow.B, ',')
 			}
-			ow.B = append(append(ow.B, `{"type":`...), jsonspan.AppendStringStr(nil, t)...)
-			ow.B = append(ow.B, '}')
+			branch := jsonspan.NewObj(ow.B)
+			branch.Key("type")
+			branch.B = jsonspan.AppendStringStr(branch.B, t)
+			if s.r.anyOfBranches && t != "null" {
+				for _, m := range o.ms {
+					if m.key == "description" || m.key == "title" {
+						branch.Raw(doc, m.m)
+					}
+				}
+			}
+			ow.B = branch.Close()
 		}
 		return append(ow.B, ']'), hasNull
 	}
-	if hasNull && s.r.typeArrays == "nullable" && o.nul < 0 && !s.nullableOut {
+	if hasNull && s.r.typeArrays == "nullable" && o.nul < 0 && !s.nullableOut && !(s.r.anyOfBranches && len(others) > 1) {
 		s.nullableOut = true
 		ow.Key("nullable")
 		ow.B = append(ow.B, "true"...)

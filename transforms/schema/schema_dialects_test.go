@@ -100,7 +100,7 @@ func TestNormalizeSchemaEnumNullAndUntypedFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	transformtest.JSONEqual(t, out, `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{"n":{"type":"string","enum":["1"],"nullable":true},"u":{"description":"(format: \"uri\")"}}}}]}`)
+	transformtest.JSONEqual(t, out, `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{"n":{"type":"string","enum":["1"],"nullable":true},"u":{"type":"string","description":"(format: \"uri\")"}}}}]}`)
 	anthropic := transformtest.Chain(t, `[{"transform":"tools_normalize_schema","config":{"dialect":"anthropic"}}]`)
 	body = []byte(`{"model":"m","input":"hi","tools":[{"type":"function","name":"f","strict":true,"parameters":{"type":"object","properties":{"h":{"format":"hostname"}},"required":["h"],"additionalProperties":false}}]}`)
 	x = transformtest.Begin(t, anthropic, transforms.ProtocolResponses, body)

@@ -42,7 +42,8 @@ func TestGeminiExplicitNullableWritesOneNullable(t *testing.T) {
 			`{"type":"object","properties":{"a":{"type":"string","nullable":true}}}`},
 		{"a union",
 			`{"type":"object","properties":{"a":{"type":["string","integer","null"],"nullable":true,"description":"d"}}}`,
-			`{"type":"object","properties":{"a":{"anyOf":[{"type":"string"},{"type":"integer"}],"nullable":true,"description":"d"}}}`},
+			// Nothing may stand beside anyOf: each branch says it.
+			`{"type":"object","properties":{"a":{"anyOf":[{"type":"string","description":"d","nullable":true},{"type":"integer","description":"d","nullable":true}]}}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, _ := nsOK(t, `{"dialect":"gemini"}`, transforms.ProtocolResponses, fn(tc.in))
@@ -115,7 +116,7 @@ func TestGeminiEmptyTypeEnumGetsTypeString(t *testing.T) {
 func TestNormalizeSchemaGeminiDistributesTypeKeywords(t *testing.T) {
 	c := transformtest.Chain(t, `[{"transform":"tools_normalize_schema","config":{"dialect":"gemini"}}]`)
 	in := `{"type":"object","properties":{"v":{"type":["string","array","null"],"items":{"type":"object","properties":{"id":{"type":"integer"}},"additionalProperties":false},"maxLength":5,"minItems":1,"description":"One or many."}}}`
-	want := `{"type":"object","properties":{"v":{"anyOf":[{"type":"string","maxLength":5},{"type":"array","items":{"type":"object","properties":{"id":{"type":"integer"}}},"minItems":1}],"nullable":true,"description":"One or many."}}}`
+	want := `{"type":"object","properties":{"v":{"anyOf":[{"type":"string","maxLength":5,"description":"One or many.","nullable":true},{"type":"array","items":{"type":"object","properties":{"id":{"type":"integer"}}},"minItems":1,"description":"One or many.","nullable":true}]}}}`
 	body := []byte(`{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":` + in + `}]}`)
 	x := transformtest.Begin(t, c, transforms.ProtocolResponses, body)
 	out, err := x.RewriteRequest(body)
@@ -125,13 +126,14 @@ func TestNormalizeSchemaGeminiDistributesTypeKeywords(t *testing.T) {
 	transformtest.JSONEqual(t, out, `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":`+want+`}]}`)
 }
 
-// TestGeminiMapToldInDescription: gemini removes additionalProperties, so a
-// map is told in the description like the other constraints taken out: the
-// model still knows what the object holds.
+// TestGeminiMapToldInDescription: Gemini's Schema has no maps (no
+// additionalProperties, and an OBJECT needs properties), so a map travels
+// as JSON text, described so that the model writes it and knows what the
+// object holds; the arguments get the object back (undo_test.go).
 func TestGeminiMapToldInDescription(t *testing.T) {
 	out, _ := nsOK(t, `{"dialect":"gemini"}`, transforms.ProtocolResponses,
 		fn(`{"type":"object","properties":{"env":{"type":"object","description":"Variables.","additionalProperties":{"type":"string"}}}}`))
-	transformtest.JSONEqual(t, out, fn(`{"type":"object","properties":{"env":{"type":"object","description":"Variables. (additionalProperties: {\"type\":\"string\"})","properties":{}}}}`))
+	transformtest.JSONEqual(t, out, fn(`{"type":"object","properties":{"env":{"type":"string","description":"Variables. (write a JSON object whose values follow {\"type\":\"string\"} as JSON text)"}}}`))
 }
 
 // TestGeminiTypeListBranchesTakeTheirKeywords: each branch of the union a
@@ -141,7 +143,7 @@ func TestGeminiMapToldInDescription(t *testing.T) {
 func TestGeminiTypeListBranchesTakeTheirKeywords(t *testing.T) {
 	nsExact(t, `{"dialect":"gemini"}`,
 		fn(`{"type":"object","properties":{"p":{"type":["boolean","integer","string","integer"],"pattern":"a","minimum":1,"minItems":2,"maxLength":3}}}`),
-		fn(`{"type":"object","properties":{"p":{"anyOf":[{"type":"boolean"},{"type":"integer","minimum":1},{"type":"string","pattern":"a","maxLength":3},{"type":"integer","minimum":1}],"description":"(minItems: 2)"}}}`))
+		fn(`{"type":"object","properties":{"p":{"anyOf":[{"type":"boolean"},{"type":"integer","minimum":1},{"type":"string","pattern":"a","maxLength":3},{"type":"integer","minimum":1}]}}}`))
 }
 
 // TestGeminiRepeatedEnumsWriteOneNullable: enums repeated, each with null,

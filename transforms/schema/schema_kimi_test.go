@@ -38,11 +38,12 @@ func TestKimiRootRefToNonObjectIsRefused(t *testing.T) {
 	transformtest.Rejected(t, out, err, "schema_root_not_object")
 }
 
-// TestKimiTypeListRootKeepsAnyOf: with type_arrays any_of, a root
-// ["object","null"] beside an anyOf becomes type object with the client's
-// anyOf kept as it came.
+// TestKimiTypeListRootKeepsAnyOf: a root ["object","null"] becomes type
+// object; walle takes nothing beside an anyOf, and the root must be an
+// object schema, so the client's anyOf (only a constraint here) is told
+// in the description.
 func TestKimiTypeListRootKeepsAnyOf(t *testing.T) {
 	params := `{"type":["object","null"],"properties":{"a":{"type":"string"},"b":{"type":"string"}},"anyOf":[{"required":["a"]},{"required":["b"]}]}`
 	out, _, err := normalizeRecovered(t, `{"dialect":"kimi","type_arrays":"any_of"}`, transforms.ProtocolResponses, fn(params))
-	transformtest.Accepted(t, out, err, fn(`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},"anyOf":[{"required":["a"]},{"required":["b"]}]}`))
+	transformtest.Accepted(t, out, err, fn(`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},"description":"(anyOf: [{\"required\":[\"a\"]},{\"required\":[\"b\"]}])"}`))
 }

@@ -39,7 +39,7 @@ func TestRefPointerEscapesArraysChainsAndRootCycle(t *testing.T) {
 	out, _ := nsOK(t, `{"dialect":"gemini"}`, transforms.ProtocolResponses, fn(in))
 	transformtest.JSONEqual(t, out, fn(want))
 	validatorAccepts(t, "gemini", out)
-	nsErr(t, `{"dialect":"gemini"}`, transforms.ProtocolResponses, fn(`{"type":"object","properties":{"self":{"$ref":"#"}}}`), "schema_ref_cycle")
+	nsErr(t, `{"dialect":"gemini","unsupported":"reject"}`, transforms.ProtocolResponses, fn(`{"type":"object","properties":{"self":{"$ref":"#"}}}`), "schema_ref_cycle")
 }
 
 // TestRefPointerIsPercentDecoded: a $ref is a URI fragment, so its JSON
@@ -119,7 +119,7 @@ func TestRefMergePastSixteenKeys(t *testing.T) {
 		fmt.Fprintf(&tgt, `,"x-%d":2`, i+5)
 	}
 	want.WriteString(`"description":"mine"` + sib.String() + `,"type":"string","x-10":2,"x-11":2,"x-12":2,"x-13":2,"x-14":2,"minLength":1`)
-	nsExact(t, `{"dialect":"gemini"}`,
+	nsExact(t, `{"dialect":"permissive","inline_refs":true}`,
 		fn(`{"type":"object","properties":{"r":{"$ref":"#/$defs/t","description":"mine"`+sib.String()+`}},`+
 			`"$defs":{"t":{"type":"string","description":"theirs"`+tgt.String()+`,"minLength":1,"minLength":3}}}`),
 		fn(`{"type":"object","properties":{"r":{`+want.String()+`}}}`))

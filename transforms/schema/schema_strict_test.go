@@ -42,15 +42,15 @@ func TestOpenAIStrictMapTurnsStrictOff(t *testing.T) {
 }
 
 // TestStrictRootRefChainKeepsStrict: a root that reaches its object through
-// two references is an object root: a schema strict mode takes as it is
-// comes back as the same slice, strict on.
+// two references is an object root, strict stays on; strict mode takes no
+// $defs beside the root's $ref, so the chain's last target is inlined
+// there.
 func TestStrictRootRefChainKeepsStrict(t *testing.T) {
 	in := `{"$ref":"#/$defs/A","$defs":{"A":{"$ref":"#/$defs/B"},"B":{"type":"object","properties":{"x":{"type":"string"}},"required":["x"],"additionalProperties":false}}}`
-	on := true
-	if p := fakeprovider.CheckSchema("openai_strict", []byte(in), &on); len(p) > 0 {
-		t.Fatalf("the openai_strict validator refuses the input itself: %v", p)
-	}
-	normalizeSame(t, `{"dialect":"openai_strict"}`, transforms.ProtocolResponses, fn(in, strictOn))
+	out, _ := nsOK(t, `{"dialect":"openai_strict"}`, transforms.ProtocolResponses, fn(in, strictOn))
+	transformtest.JSONEqual(t, out, fn(`{"type":"object","properties":{"x":{"type":"string"}},"required":["x"],"additionalProperties":false,`+
+		`"$defs":{"A":{"$ref":"#/$defs/B"},"B":{"type":"object","properties":{"x":{"type":"string"}},"required":["x"],"additionalProperties":false}}}`, strictOn))
+	validatorAccepts(t, "openai_strict", out)
 }
 
 // TestStrictEmptyTypeRootKeepsStrict: a root with "type":"" and properties
@@ -58,20 +58,23 @@ func TestStrictRootRefChainKeepsStrict(t *testing.T) {
 // schema is closed like an untyped one.
 func TestStrictEmptyTypeRootKeepsStrict(t *testing.T) {
 	out, _, err := normalizeRecovered(t, `{"dialect":"openai_strict"}`, transforms.ProtocolResponses, fn(`{"type":"","properties":{"a":{"type":"string"}}}`, strictOn))
-	transformtest.Accepted(t, out, err, fn(`{"properties":{"a":{"type":["string","null"]}},"additionalProperties":false,"required":["a"]}`, strictOn))
+	transformtest.Accepted(t, out, err, fn(`{"properties":{"a":{"type":["string","null"]}},"type":"object","additionalProperties":false,"required":["a"]}`, strictOn))
 }
 
 // TestNormalizeSchemaStrictPropertyRefKeepsItsNullability: zod writes a
 // repeated shape as a reference to the first property that has it
 // ("#/properties/a"); under openai_strict the optional a becomes nullable,
-// and a required b that refers to it must not.
+// and a required b that refers to it must not. Strict mode resolves only
+// $defs, so the shape gets an entry there, which b refers to: recursion
+// through such references stays expressible.
 func TestNormalizeSchemaStrictPropertyRefKeepsItsNullability(t *testing.T) {
 	c := transformtest.Chain(t, `[{"transform":"tools_normalize_schema","config":{"dialect":"openai_strict"}}]`)
 	in := `{"type":"object","properties":{"a":{"type":"object","properties":{"x":{"type":"string"}},"required":["x"]},"b":{"$ref":"#/properties/a"}},"required":["b"]}`
 	want := `{"type":"object","properties":{` +
 		`"a":{"type":["object","null"],"properties":{"x":{"type":"string"}},"required":["x"],"additionalProperties":false},` +
-		`"b":{"type":"object","properties":{"x":{"type":"string"}},"required":["x"],"additionalProperties":false}},` +
-		`"required":["a","b"],"additionalProperties":false}`
+		`"b":{"$ref":"#/$defs/a"}},` +
+		`"required":["a","b"],"additionalProperties":false,` +
+		`"$defs":{"a":{"type":"object","properties":{"x":{"type":"string"}},"required":["x"],"additionalProperties":false}}}`
 	body := []byte(`{"model":"m","input":"hi","tools":[{"type":"function","name":"f","strict":true,"parameters":` + in + `}]}`)
 	x := transformtest.Begin(t, c, transforms.ProtocolResponses, body)
 	out, err := x.RewriteRequest(body)

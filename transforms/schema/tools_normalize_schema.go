@@ -5,6 +5,8 @@
 package schema
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"sort"
@@ -71,6 +73,16 @@ type ToolsNormalizeSchema struct {
 	// the dialect's.
 	TypeArrays string `json:"type_arrays,omitempty"`
 
+	// Unsupported says what becomes of a tool whose schema the dialect
+	// cannot express (a map, an untyped value or a composition strict
+	// mode refuses, a recursive schema where references must be
+	// inlined): "strict_off" (the default: the tool goes without strict
+	// mode where the dialect has one, else as "string"), "string" (one
+	// string parameter, the arguments as JSON text described by the
+	// tool's schema, decoded back for the client) or "reject" (a 400
+	// naming the tool and what the dialect cannot take).
+	Unsupported string `json:"unsupported,omitempty"`
+
 	// DescribeDropped appends the constraints a dialect takes out (a
 	// pattern, a maximum) to the schema's description, so the model still
 	// reads them. Default: true.
@@ -103,16 +115,22 @@ func keywordSet(words ...string) map[string]bool {
 var schemaDialects = map[string]schemaDialect{
 	"permissive": {},
 	"openai_strict": {
-		strict: schemaRules{closeObjects: true, requireAll: true},
+		strict: schemaRules{
+			closeObjects: true, requireAll: true,
+			// Not permitted in strict mode, and only a constraint.
+			strip:      keywordSet("minLength", "maxLength", "default", "uniqueItems", "minProperties", "maxProperties", "minContains", "maxContains"),
+			refsToDefs: true, refSiblings: true, oneOfToAnyOf: true, enumType: true, untypedStrictOff: true,
+		},
 	},
 	"anthropic": {
 		strict: schemaRules{
 			closeObjects:   true,
-			strip:          keywordSet("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "multipleOf"),
+			strip:          keywordSet("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "multipleOf", "maxItems"),
 			formats:        keywordSet("date-time", "date", "time", "email", "uri", "uuid", "ipv4", "ipv6"),
 			formatsAnyType: true,
 			minItemsMax:    1,
 			inline:         true,
+			oneOfToAnyOf:   true,
 		},
 	},
 	"gemini": {
@@ -125,6 +143,15 @@ var schemaDialects = map[string]schemaDialect{
 			formats:       keywordSet("enum", "date-time"),
 			anyOfAlone:    true,
 			noBoolSchemas: true,
+			allow: keywordSet("type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems",
+				"properties", "required", "minProperties", "maxProperties", "minLength", "maxLength", "pattern",
+				"example", "anyOf", "propertyOrdering", "items", "minimum", "maximum",
+				// read by the writer before they go: inlined, or made an enum
+				"$ref", "$defs", "definitions", "const"),
+			oneOfToAnyOf:    true,
+			exclusiveBounds: true,
+			anyOfBranches:   true,
+			encodeOpaque:    true,
 		},
 		dropStrict: true,
 	},
@@ -135,6 +162,16 @@ var schemaDialects = map[string]schemaDialect{
 			strip:         keywordSet("$schema", "$id"),
 			rootObject:    true,
 			localRefsOnly: true,
+			// walle takes no keyword but description and title beside a
+			// type list, a union or a reference.
+			typeArrays:    "any_of",
+			anyOfAlone:    true,
+			refsToDefs:    true,
+			defsOnly:      true,
+			refSiblings:   true,
+			refKeeps:      []string{"description", "title"},
+			enumType:      true,
+			reservedProps: []string{"$defs", "$ref", "anyOf", "required", "additionalProperties"},
 		},
 		strictDefault: true,
 	},
@@ -188,6 +225,11 @@ func (t *ToolsNormalizeSchema) Provision(caddy.Context) error {
 		}
 		r.describe = t.DescribeDropped == nil || *t.DescribeDropped
 	}
+	switch t.Unsupported {
+	case "", "strict_off", "string", "reject":
+	default:
+		return fmt.Errorf("unsupported: %q (want strict_off, string or reject)", t.Unsupported)
+	}
 	switch {
 	case t.MaxRefDepth < 0:
 		return fmt.Errorf("max_ref_depth: %d is negative", t.MaxRefDepth)
@@ -228,6 +270,11 @@ func (t *ToolsNormalizeSchema) rulesFor(strict bool) *schemaRules {
 		r.minItemsMax = s.minItemsMax
 	}
 	r.formatsAnyType = r.formatsAnyType || s.formatsAnyType
+	r.refsToDefs = r.refsToDefs || s.refsToDefs
+	r.refSiblings = r.refSiblings || s.refSiblings
+	r.enumType = r.enumType || s.enumType
+	r.oneOfToAnyOf = r.oneOfToAnyOf || s.oneOfToAnyOf
+	r.untypedStrictOff = r.untypedStrictOff || s.untypedStrictOff
 	return &r
 }
 
@@ -276,42 +323,203 @@ func (t *ToolsNormalizeSchema) RewriteRequest(x *transforms.Exchange, body []byt
 			}
 			rules = strictRules
 		}
+		dropParams := jsonspan.NoSpan()
 		if p := f[0]; p.Start >= 0 && (doc[p.Start] == '{' || doc[p.Start] == 't' || doc[p.Start] == 'f') {
-			sw.reset(doc, rules, p, n)
-			s := &sw
-			start := len(arena)
-			arena = s.schema(arena, p, false)
-			if s.openMap && s.err == nil && strict && f[1].Start >= 0 {
-				// Strict mode closes every object, and a map closed is a
-				// map of nothing: the function goes without strict.
-				arena = arena[:start]
-				w.Edit(f[1].Start, f[1].End, []byte("false"), true)
-				x.Decide(transforms.ToolID{Namespace: n.Namespace, Name: n.Name}.Display(), "strict_off",
-					t.Dialect+": strict mode cannot keep a map (additionalProperties as a schema)")
-				sw.reset(doc, &t.all, p, n)
-				arena = s.schema(arena, p, false)
-			}
-			out := arena[start:len(arena):len(arena)]
-			if s.err != nil {
-				s.err.Message = fmt.Sprintf("tool %q: %s", transforms.ToolID{Namespace: n.Namespace, Name: n.Name}.Display(), s.err.Message)
-				return nil, s.err
-			}
-			if s.changed {
-				w.Edit(p.Start, p.End, out, true)
-				if x.Deciding() {
-					x.Decide(transforms.ToolID{Namespace: n.Namespace, Name: n.Name}.Display(), "normalize_schema", t.Dialect+": "+summarize(s.did))
+			id := transforms.ToolID{Namespace: n.Namespace, Name: n.Name}
+			res := t.params(&sw, &arena, doc, p, n, rules, strict)
+			if what := res.unfit(); strict && what != "" && t.dialect.hasStrict() {
+				// Strict mode cannot take the schema as it is.
+				switch t.Unsupported {
+				case "reject":
+					return nil, schemaError("schema_unsupported", res.loc, "tool %q: %s cannot keep %s in strict mode", id.Display(), t.Dialect, what)
+				case "string":
+					res = t.wrapped(&arena, doc, p, rules, strict)
+				default:
+					strict = false
+					if f[1].Start >= 0 {
+						w.Edit(f[1].Start, f[1].End, []byte("false"), true)
+					}
+					x.Decide(id.Display(), "strict_off", t.Dialect+": strict mode cannot keep "+what)
+					res = t.params(&sw, &arena, doc, p, n, &t.all, false)
 				}
 			}
+			if what := res.unfit(); what != "" {
+				// No strict mode to turn off: the dialect cannot write the
+				// schema at all.
+				if t.Unsupported == "reject" {
+					if res.err != nil {
+						res.err.Message = fmt.Sprintf("tool %q: %s", id.Display(), res.err.Message)
+						return nil, res.err
+					}
+					return nil, schemaError("schema_unsupported", res.loc, "tool %q: %s cannot express %s", id.Display(), t.Dialect, what)
+				}
+				x.Decide(id.Display(), "schema_as_json_text", t.Dialect+" cannot express "+what)
+				res = t.wrapped(&arena, doc, p, rules, strict)
+			}
+			if res.err != nil {
+				res.err.Message = fmt.Sprintf("tool %q: %s", id.Display(), res.err.Message)
+				return nil, res.err
+			}
+			switch {
+			case res.dropParams:
+				dropParams = p
+				x.Decide(id.Display(), "drop_parameters", t.Dialect+" takes no object schema without properties; the function takes no arguments")
+			case res.changed:
+				w.Edit(p.Start, p.End, res.out, true)
+				if x.Deciding() {
+					x.Decide(id.Display(), "normalize_schema", t.Dialect+": "+summarize(res.did))
+				}
+			}
+			if res.undo != nil {
+				rec := t.record(x)
+				if rec.undo == nil {
+					rec.undo = map[string]*undo{}
+				}
+				rec.undo[toolKey(n.Namespace, n.Name)] = res.undo
+			}
+		}
+		var gone []jsonspan.Span
+		if dropParams.Start >= 0 {
+			gone = append(gone, dropParams)
 		}
 		if t.dialect.dropStrict && f[1].Start >= 0 {
-			e := jsonspan.RemoveMember(doc, f[1])
+			gone = append(gone, f[1])
+		}
+		if len(gone) == 2 && gone[1].Start < gone[0].Start {
+			gone[0], gone[1] = gone[1], gone[0]
+		}
+		for _, e := range jsonspan.RemoveMembers(doc, gone) {
 			w.Edit(e.Start, e.End, nil, true)
+		}
+		if t.dialect.dropStrict && f[1].Start >= 0 {
 			if x.Deciding() {
 				x.Decide(transforms.ToolID{Namespace: n.Namespace, Name: n.Name}.Display(), "drop_strict", t.Dialect+" takes no strict flag")
 			}
 		}
 	}
 	return w.Rewrite(), nil
+}
+
+// paramsOut is what became of one function's parameters.
+type paramsOut struct {
+	out        []byte // the new schema, in the arena
+	changed    bool
+	did        map[string]bool // what was done, when explaining
+	undo       *undo           // how to give the arguments back; nil: as they come
+	err        *transforms.Error
+	openMap    bool   // strict mode closed a map
+	prepUnfit  string // what the first pass found the dialect cannot take
+	dropParams bool   // no schema is the right one: the function takes no arguments
+	loc        string
+}
+
+// unfit names what the dialect cannot express of the schema, "" when
+// nothing.
+func (r *paramsOut) unfit() string {
+	switch {
+	case r.prepUnfit != "":
+		return r.prepUnfit
+	case r.openMap:
+		return "a map (additionalProperties as a schema)"
+	case r.err != nil && r.err.Code == "schema_ref_cycle":
+		return "a recursive schema"
+	}
+	return ""
+}
+
+// prepares reports whether the rules have first-pass work or arguments
+// to give back, so that the schema is read as a tree.
+func (r *schemaRules) prepares(strict bool) bool {
+	return r.refsToDefs || r.refSiblings || r.oneOfToAnyOf || r.exclusiveBounds || r.enumType ||
+		len(r.reservedProps) > 0 || r.untypedStrictOff || r.anyOfBranches ||
+		r.encodeOpaque || r.enumString || r.constEnum || strict && r.requireAll
+}
+
+// params rewrites the parameters schema at p of one function under
+// rules: the first pass on a tree, then the keyword writer.
+func (t *ToolsNormalizeSchema) params(sw *schemaWriter, arena *[]byte, doc []byte, p jsonspan.Span, n *transforms.ToolNode, rules *schemaRules, strict bool) paramsOut {
+	var res paramsOut
+	src, span := doc, p
+	var pr *prep
+	if rules.prepares(strict) {
+		if tree := readTree(doc, p, 0); tree != nil {
+			pr = &prep{r: rules, root: tree}
+			if pr.prepare() {
+				src = pr.root.append(nil)
+				span = jsonspan.Span{Start: 0, End: len(src)}
+			}
+			res.prepUnfit = pr.unfit
+			if rules.encodeOpaque && pr.root.kind == '{' && opaque(pr.root) {
+				if !mapSchema(pr.root) {
+					res.dropParams = true
+					return res
+				}
+				res.prepUnfit = "a map at the root"
+			}
+		}
+	}
+	sw.reset(src, rules, span, n)
+	start := len(*arena)
+	*arena = sw.schema(*arena, span, false)
+	res.out = (*arena)[start:len(*arena):len(*arena)]
+	res.changed = sw.changed || pr != nil && pr.root.dirty
+	res.err, res.openMap, res.loc = sw.err, sw.openMap, sw.loc()
+	if sw.telling {
+		res.did = maps.Clone(sw.did)
+		if res.did == nil {
+			res.did = map[string]bool{}
+		}
+		if pr != nil {
+			maps.Copy(res.did, pr.notes)
+		}
+	}
+	if pr != nil && res.err == nil {
+		b := undoBuilder{p: pr, strict: strict, memo: map[*tnode]*undo{}}
+		res.undo = b.build(pr.root)
+	}
+	return res
+}
+
+// mapSchema reports whether an object schema takes members it does not
+// list.
+func mapSchema(n *tnode) bool {
+	ap := n.get("additionalProperties")
+	return ap != nil && (ap.kind == '{' || ap.text() == "true") || n.has("patternProperties") || n.has("propertyNames")
+}
+
+// wrappedParam is the one parameter of a function whose schema the
+// dialect cannot express.
+const wrappedParam = "json"
+
+// wrapped is the fallback for a schema the dialect cannot express: one
+// string parameter holding the arguments as JSON text, described with
+// the tool's schema, and decoded back on the way to the client.
+func (t *ToolsNormalizeSchema) wrapped(arena *[]byte, doc []byte, p jsonspan.Span, rules *schemaRules, strict bool) paramsOut {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, doc[p.Start:p.End]); err != nil {
+		compact.Write(doc[p.Start:p.End])
+	}
+	desc := "The arguments, written as one JSON object in text, following this JSON Schema: " + compact.String()
+	start := len(*arena)
+	out := append(*arena, `{"type":"object","properties":{"`+wrappedParam+`":{"type":"string","description":`...)
+	out = jsonspan.AppendStringStr(out, desc)
+	out = append(out, `}},"required":["`+wrappedParam+`"]`...)
+	if rules.closeObjects && strict {
+		out = append(out, `,"additionalProperties":false`...)
+	}
+	out = append(out, '}')
+	*arena = out
+	return paramsOut{
+		out:     out[start:len(out):len(out)],
+		changed: true,
+		did:     map[string]bool{"schema_as_json_text": true},
+		undo:    &undo{unwrap: wrappedParam},
+	}
+}
+
+// hasStrict reports whether the dialect has a strict mode to turn off.
+func (d *schemaDialect) hasStrict() bool {
+	return d.strict.closeObjects
 }
 
 // objectRoot reports whether a parameters schema is an object schema at
@@ -372,6 +580,7 @@ func summarize(did map[string]bool) string {
 //		enum_to_string [true|false]
 //		type_arrays keep|nullable|any_of
 //		describe_dropped [true|false]
+//		unsupported strict_off|string|reject
 //	}
 //
 // Each option appears once; a switch without a value is true.
@@ -387,6 +596,8 @@ func (t *ToolsNormalizeSchema) UnmarshalCaddyfile(d *caddyfile.Dispenser) error 
 			err = b.One(&t.Dialect)
 		case "type_arrays":
 			err = b.One(&t.TypeArrays)
+		case "unsupported":
+			err = b.One(&t.Unsupported)
 		case "strip_keywords":
 			err = b.List(&t.StripKeywords)
 		case "inline_refs":
@@ -408,10 +619,11 @@ func (t *ToolsNormalizeSchema) UnmarshalCaddyfile(d *caddyfile.Dispenser) error 
 
 // Interface guards
 var (
-	_ caddy.Provisioner          = (*ToolsNormalizeSchema)(nil)
-	_ caddyfile.Unmarshaler      = (*ToolsNormalizeSchema)(nil)
-	_ transforms.RequestRewriter = (*ToolsNormalizeSchema)(nil)
-	_ transforms.DepthRefuser    = (*ToolsNormalizeSchema)(nil)
+	_ caddy.Provisioner           = (*ToolsNormalizeSchema)(nil)
+	_ caddyfile.Unmarshaler       = (*ToolsNormalizeSchema)(nil)
+	_ transforms.RequestRewriter  = (*ToolsNormalizeSchema)(nil)
+	_ transforms.ResponseRewriter = (*ToolsNormalizeSchema)(nil)
+	_ transforms.DepthRefuser     = (*ToolsNormalizeSchema)(nil)
 )
 
 // RefuseDepth implements transforms.DepthRefuser: a body nested past the

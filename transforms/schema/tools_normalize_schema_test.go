@@ -239,8 +239,8 @@ func TestNormalizeSchemaKeywordNamedProperties(t *testing.T) {
 		`},"required":["enum","$ref","type","required","properties","default","const","format","additionalProperties"]}`
 	allRequired := `["enum","$ref","type","required","properties","default","const","format","additionalProperties"]`
 
-	// permissive and kimi: only the universal fixes (properties:{} on the
-	// property called additionalProperties, y out of the nested required).
+	// permissive: only the universal fixes (properties:{} on the property
+	// called additionalProperties, y out of the nested required).
 	plain := `{"type":"object","properties":{` +
 		`"$ref":{"type":"string","default":"x"},` +
 		`"additionalProperties":{"type":"object","properties":{}},` +
@@ -266,12 +266,29 @@ func TestNormalizeSchemaKeywordNamedProperties(t *testing.T) {
 		`"const":{"const":"c"},` +
 		`"enum":{"type":"string","enum":["a","b"]}` +
 		`},"required":` + allRequired + `,"additionalProperties":false}`
+	// kimi: walle reserves $ref, required and additionalProperties as
+	// property names (renamed, and named back in the arguments), wants
+	// every schema typed, and a union for a type list.
+	kimi := `{"type":"object","properties":{` +
+		`"$ref_":{"type":"string","default":"x"},` +
+		`"additionalProperties_":{"type":"object","properties":{}},` +
+		`"format":{"type":"string","format":"uri"},` +
+		`"type":{"anyOf":[{"type":"string"},{"type":"null"}]},` +
+		`"required_":{"type":"boolean","const":true},` +
+		`"properties":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]},` +
+		`"default":{"type":"integer","enum":[1,2]},` +
+		`"const":{"const":"c","type":"string"},` +
+		`"enum":{"type":"string","enum":["a","b"]}` +
+		`},"required":["enum","$ref_","type","required_","properties","default","const","format","additionalProperties_"]}`
+	// openai_strict: also no default (told), and every schema typed.
+	openai := strings.NewReplacer(`"$ref":{"type":"string","default":"x"}`, `"$ref":{"type":"string","description":"(default: \"x\")"}`,
+		`"const":{"const":"c"}`, `"const":{"const":"c","type":"string"}`).Replace(closed)
 	// gemini: default goes (told), uri goes (told), the type list becomes
 	// nullable, const and non-string enums become string enums typed
 	// string.
 	gemini := `{"type":"object","properties":{` +
 		`"$ref":{"type":"string","description":"(default: \"x\")"},` +
-		`"additionalProperties":{"type":"object","properties":{}},` +
+		`"additionalProperties":{"type":"string","description":"(write a JSON object as JSON text)"},` +
 		`"format":{"type":"string","description":"(format: \"uri\")"},` +
 		`"type":{"type":"string","nullable":true},` +
 		`"required":{"type":"string","enum":["true"]},` +
@@ -286,8 +303,8 @@ func TestNormalizeSchemaKeywordNamedProperties(t *testing.T) {
 		keepsStrict   bool
 	}{
 		{"permissive", plain, true},
-		{"kimi", plain, true},
-		{"openai_strict", closed, true},
+		{"kimi", kimi, true},
+		{"openai_strict", openai, true},
 		{"anthropic", closed, true},
 		{"gemini", gemini, false},
 	} {
@@ -426,7 +443,7 @@ func TestNormalizeSchemaRefCycle(t *testing.T) {
 	body := `{"model":"m","input":"hi","tools":[{"type":"function","name":"ok","parameters":{"type":"object","properties":{}}},` +
 		`{"type":"function","name":"tree","parameters":{"type":"object","properties":{"root":{"$ref":"#/$defs/Node"}},` +
 		`"$defs":{"Node":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/Node"}}}}}}}]}`
-	e := nsErr(t, `{"dialect":"gemini"}`, transforms.ProtocolResponses, body, "schema_ref_cycle")
+	e := nsErr(t, `{"dialect":"gemini","unsupported":"reject"}`, transforms.ProtocolResponses, body, "schema_ref_cycle")
 	if !strings.Contains(e.Message, `tool "tree"`) || !strings.Contains(e.Message, "#/$defs/Node -> #/$defs/Node") {
 		t.Errorf("the error must name the tool and the chain: %s", e.Message)
 	}
@@ -435,7 +452,7 @@ func TestNormalizeSchemaRefCycle(t *testing.T) {
 	}
 	// In Chat the place is under function.
 	chat := `{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"tree","parameters":{"$ref":"#"}}}]}`
-	e = nsErr(t, `{"dialect":"gemini"}`, transforms.ProtocolChat, chat, "schema_ref_cycle")
+	e = nsErr(t, `{"dialect":"gemini","unsupported":"reject"}`, transforms.ProtocolChat, chat, "schema_ref_cycle")
 	if e.Param != "tools[0].function.parameters" || !strings.Contains(e.Message, `tool "tree"`) {
 		t.Errorf("chat cycle: %q %q", e.Param, e.Message)
 	}
@@ -520,7 +537,10 @@ func TestNormalizeSchemaGeminiConstAndAnyOf(t *testing.T) {
 	want := `{"type":"object","properties":{` +
 		`"c":{"enum":["fixed"],"type":"string"},` +
 		`"cs":{"type":"string","enum":["x"],"description":"d"},` +
-		`"u":{"anyOf":[{"type":"string"},{"type":"integer","minimum":0}],"description":"d (minLength: 1)","title":"t","nullable":true}}}`
+		// Nothing beside anyOf (Vertex refuses even annotations): they
+		// go into the branches, and what the writer takes out is lost
+		// with the place to tell it.
+		`"u":{"anyOf":[{"type":"string","description":"d","title":"t","nullable":true},{"type":"integer","minimum":0,"description":"d","title":"t","nullable":true}]}}}`
 	out, _ := nsOK(t, `{"dialect":"gemini"}`, transforms.ProtocolResponses, fn(in))
 	transformtest.JSONEqual(t, out, fn(want))
 }
@@ -581,7 +601,7 @@ func TestNormalizeSchemaOpenAIStrict(t *testing.T) {
 		`"t":{"type":["string","null"]},` +
 		`"tl":{"type":["integer","null"]},` +
 		`"e":{"type":["string","null"],"enum":["a","b",null]},` +
-		`"eu":{"enum":["a","b",null]},` +
+		`"eu":{"enum":["a","b",null],"type":["string","null"]},` +
 		`"u":{"anyOf":[{"type":"string"},{"type":"integer"},{"type":"null"}]},` +
 		`"r":{"anyOf":[{"$ref":"#/$defs/R"},{"type":"null"}]},` +
 		`"o":{"type":["object","null"],"properties":{"x":{"type":["string","null"]}},"additionalProperties":false,"required":["x"]}` +
@@ -687,7 +707,7 @@ func TestNormalizeSchemaTypeListEdges(t *testing.T) {
 			`{"dialect":"gemini"}`,
 			`{"type":"object","properties":{"a":{"type":["integer","string"],"minimum":1,"description":"A."}}}`,
 			// minimum constrains integers: it goes into their branch.
-			`{"type":"object","properties":{"a":{"anyOf":[{"type":"integer","minimum":1},{"type":"string"}],"description":"A."}}}`, false},
+			`{"type":"object","properties":{"a":{"anyOf":[{"type":"integer","minimum":1,"description":"A."},{"type":"string","description":"A."}]}}}`, false},
 		{"permissive: an object-or-null gets properties",
 			`{}`,
 			`{"type":"object","properties":{"a":{"type":["object","null"]}}}`,
@@ -727,7 +747,7 @@ func TestNormalizeSchemaTypeListEdges(t *testing.T) {
 	// type_arrays any_of keeps the null of a one-type list.
 	out, _ := nsOK(t, `{"dialect":"gemini","type_arrays":"any_of"}`, transforms.ProtocolResponses,
 		fn(`{"type":"object","properties":{"s":{"type":["string","null"],"description":"S."}}}`))
-	transformtest.JSONEqual(t, out, fn(`{"type":"object","properties":{"s":{"anyOf":[{"type":"string"},{"type":"null"}],"description":"S."}}}`))
+	transformtest.JSONEqual(t, out, fn(`{"type":"object","properties":{"s":{"anyOf":[{"type":"string","description":"S."},{"type":"null"}]}}}`))
 }
 
 // --- 4. namespaces and history ------------------------------------------------------------------
@@ -741,14 +761,16 @@ func TestNormalizeSchemaNamespacesAndAdditionalTools(t *testing.T) {
 		`{"type":"function","name":"y","parameters":{"type":"object","properties":{}}}]}]}`
 	want := `{"model":"m","input":[` +
 		`{"type":"message","role":"user","content":"hi"},` +
-		`{"type":"additional_tools","tools":[{"type":"function","name":"late","parameters":{"type":"object","properties":{}}}]}],` +
+		`{"type":"additional_tools","tools":[{"type":"function","name":"late"}]}],` +
 		`"tools":[{"type":"namespace","name":"mcp","description":"MCP","tools":[` +
 		`{"type":"function","name":"x","parameters":{"type":"object","properties":{"v":{"type":"string","nullable":true}}}},` +
-		`{"type":"function","name":"y","parameters":{"type":"object","properties":{}}}]}]}`
+		`{"type":"function","name":"y"}]}]}`
 	out, x := nsOK(t, `{"dialect":"gemini"}`, transforms.ProtocolResponses, body)
 	transformtest.JSONEqual(t, out, want)
 	for _, d := range []struct{ tool, action string }{
-		{"mcp/x", "normalize_schema"}, {"mcp/x", "drop_strict"}, {"late", "normalize_schema"}, {"late", "drop_strict"},
+		// Gemini takes no OBJECT without properties: a function without
+		// arguments goes without parameters.
+		{"mcp/x", "normalize_schema"}, {"mcp/x", "drop_strict"}, {"late", "drop_parameters"}, {"late", "drop_strict"}, {"mcp/y", "drop_parameters"},
 	} {
 		if !hasDecision(x, d.tool, d.action) {
 			t.Errorf("no %s decision for %s: %+v", d.action, d.tool, x.Decisions())
@@ -759,7 +781,7 @@ func TestNormalizeSchemaNamespacesAndAdditionalTools(t *testing.T) {
 	}
 	// A namespace's cycle names the namespaced tool.
 	cyc := `{"model":"m","input":"hi","tools":[{"type":"namespace","name":"mcp","tools":[{"type":"function","name":"x","parameters":{"$ref":"#"}}]}]}`
-	e := nsErr(t, `{"dialect":"gemini"}`, transforms.ProtocolResponses, cyc, "schema_ref_cycle")
+	e := nsErr(t, `{"dialect":"gemini","unsupported":"reject"}`, transforms.ProtocolResponses, cyc, "schema_ref_cycle")
 	if !strings.Contains(e.Message, `"mcp/x"`) || e.Param != "tools[0].tools[0].parameters" {
 		t.Errorf("%q %q", e.Param, e.Message)
 	}
