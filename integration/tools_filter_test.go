@@ -1092,13 +1092,21 @@ func TestToolsNormalizeSchemaForGemini(t *testing.T) {
 		if mcp.Get("description").Raw != `"Create an issue in the tracker."` || mcp.Get("type").Raw != `"function"` || len(mcp.Map()) != 4 {
 			t.Errorf("MCP tool: %s", mcp.Raw)
 		}
-		// Codex's own functions: only their additionalProperties go.
+		// Codex's own functions: only their additionalProperties go, and
+		// the parameters of those without any (Gemini takes no OBJECT
+		// without properties).
 		sent := gjson.ParseBytes(body)
 		for _, name := range strings.Split(wantTools, ",")[:8] {
 			if name == "apply_patch" {
 				continue
 			}
 			g, s := got.Get(`tools.#(name=="`+name+`")`), sent.Get(`tools.#(name=="`+name+`")`)
+			if len(s.Get("parameters.properties").Map()) == 0 {
+				if g.Get("parameters").Exists() || g.Get("description").Raw != s.Get("description").Raw {
+					t.Errorf("%s: want no parameters\n got %s", name, g.Raw)
+				}
+				continue
+			}
 			if jsonWithout(t, g.Get("parameters").Raw, "additionalProperties") != jsonWithout(t, s.Get("parameters").Raw, "additionalProperties") ||
 				g.Get("description").Raw != s.Get("description").Raw {
 				t.Errorf("%s\n got %s\nsent %s", name, g.Raw, s.Raw)
@@ -1144,21 +1152,21 @@ func TestToolsNormalizeSchemaForGemini(t *testing.T) {
 			switch {
 			case strings.Contains(line, at):
 				mcpFindings = append(mcpFindings, line)
-			case strings.Contains(line, `Unknown name "additionalProperties"`):
+			case strings.Contains(line, `Unknown name "additionalProperties"`), strings.Contains(line, "should be non-empty for OBJECT type"):
 				other++
 			default:
 				t.Errorf("unexpected finding %s", line)
 			}
 		}
+		// (Gemini reads nothing inside a field it does not know, $defs
+		// included, and takes default.)
 		wantMCP := []string{
-			`Invalid JSON payload received. Unknown name "additionalProperties" at '` + at + `': Cannot find field.`,
 			`Invalid JSON payload received. Unknown name "$defs" at '` + at + `': Cannot find field.`,
 			`Invalid JSON payload received. Unknown name "$schema" at '` + at + `': Cannot find field.`,
+			`Invalid JSON payload received. Unknown name "additionalProperties" at '` + at + `': Cannot find field.`,
 			`Invalid JSON payload received. Unknown name "$ref" at '` + at + `.properties[assignee]': Cannot find field.`,
+			`* GenerateContentRequest.` + at + `.properties[assignee].type: must be specified`,
 			`Invalid JSON payload received. Unknown name "type" at '` + at + `.properties[due]': Proto field is not repeating, cannot start list.`,
-			`Invalid JSON payload received. Unknown name "default" at '` + at + `.properties[labels]': Cannot find field.`,
-			`Invalid JSON payload received. Unknown name "additionalProperties" at '` + at + `.$defs[user]': Cannot find field.`,
-			`* GenerateContentRequest.` + at + `.$defs[user].properties[email].format: only 'enum' and 'date-time' are supported for STRING type`,
 		}
 		if !slices.Equal(mcpFindings, wantMCP) || other < 9 {
 			t.Errorf("findings on the MCP tool\n got %q\nwant %q\n(%d on the others)", mcpFindings, wantMCP, other)
