@@ -100,6 +100,9 @@ func valueMask(v *node) typeMask {
 // admits strings only, whatever its type says).
 func allows(list []*node, vm typeMask) bool {
 	for _, s := range list {
+		if vm == tNull && s.get("nullable").isTrue() {
+			continue // OpenAPI's null, enum or not
+		}
 		if m, _ := typesOf(s); m&vm == 0 {
 			return false
 		}

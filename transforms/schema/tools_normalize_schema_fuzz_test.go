@@ -11,13 +11,16 @@ import (
 	"github.com/llmtransform/caddy-llm-transform/transforms/transformtest"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/fakeprovider"
+	"github.com/llmtransform/caddy-llm-transform/internal/schemaargs"
 )
 
 // FuzzNormalizeSchema sends an arbitrary parameters schema through every
 // dialect, in both protocols. Nothing may panic; a refusal must be a 400
 // with one of the schema codes; and what goes upstream must be valid JSON
 // whose schema the dialect's validator accepts, whenever the schema was a
-// JSON object. The seed corpus is in testdata/fuzz/FuzzNormalizeSchema.
+// JSON object; and arguments generated from the schema, shaped as a model
+// bound to the rewritten one writes them, must come back as generated.
+// The seed corpus is in testdata/fuzz/FuzzNormalizeSchema.
 func FuzzNormalizeSchema(f *testing.F) {
 	for _, s := range []string{
 		`{"type":"object","properties":{"a":{"type":["string","null"],"enum":[1,null]}},"required":null}`,
@@ -75,6 +78,29 @@ func FuzzNormalizeSchema(f *testing.F) {
 				}
 				if problems := fakeprovider.CheckToolSchema(d, 0, "f", tools[0].Parameters, tools[0].Strict); len(problems) > 0 {
 					t.Fatalf("%s %s strict=%v: the upstream refuses\n  %s\nin:  %s\nout: %s", d, proto, strict, strings.Join(problems, "\n  "), s, tools[0].Parameters)
+				}
+				var calls []rtTool
+				var want []string
+				for _, full := range []bool{false, true} {
+					if args, ok := schemaargs.Generate(schema, full); ok {
+						if shaped, ok := modelArgs(t, schema, tools[0].Parameters, args); ok {
+							calls = append(calls, rtTool{name: "f", args: string(shaped)})
+							want = append(want, string(args))
+						}
+					}
+				}
+				if len(calls) == 0 {
+					continue
+				}
+				back, err := x.RewriteResponse([]byte(rtJSON(proto, calls)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := rtArgs(t, proto, string(back), false)
+				for k, w := range want {
+					if g := got["call_"+transformtest.Itoa(k)]; !sameButNulls(g, w) {
+						t.Fatalf("%s %s strict=%v: generated %s, sent as %s, the client got %s\nin:  %s\nout: %s", d, proto, strict, w, calls[k].args, g, s, tools[0].Parameters)
+					}
 				}
 			}
 		}
