@@ -1321,6 +1321,14 @@ func (s *schemaWriter) typeMember(ow *jsonspan.ObjWriter, v jsonspan.Span, nulla
 			branch := jsonspan.NewObj(ow.B)
 			branch.Key("type")
 			branch.B = jsonspan.AppendStringStr(branch.B, t)
+			if s.r.anyOfAlone {
+				// The type's keywords go into its branch, as above.
+				s.typeBranch(&branch, t, o)
+				if t == "object" && (o.properties < 0 || s.r.strip["properties"]) {
+					branch.Key("properties")
+					branch.B = append(branch.B, "{}"...)
+				}
+			}
 			if s.r.anyOfBranches && t != "null" {
 				for _, m := range o.ms {
 					if m.key == "description" || m.key == "title" {

@@ -73,6 +73,14 @@ type ToolsNormalizeSchema struct {
 	// the dialect's.
 	TypeArrays string `json:"type_arrays,omitempty"`
 
+	// AnyOfAnnotations says where a union's description, title and
+	// nullable go under a dialect that takes nothing beside anyOf
+	// (gemini): "branches" (the default: into every branch; Vertex AI
+	// refuses any field beside any_of, "When using any_of, it must be
+	// the only field set") or "keep" (beside the union, for an endpoint
+	// known to take them there).
+	AnyOfAnnotations string `json:"anyof_annotations,omitempty"`
+
 	// Unsupported says what becomes of a tool whose schema the dialect
 	// cannot express (a map, an untyped value or a composition strict
 	// mode refuses, a recursive schema where references must be
@@ -224,6 +232,13 @@ func (t *ToolsNormalizeSchema) Provision(caddy.Context) error {
 			return fmt.Errorf("type_arrays: %q (want keep, nullable or any_of)", t.TypeArrays)
 		}
 		r.describe = t.DescribeDropped == nil || *t.DescribeDropped
+	}
+	switch t.AnyOfAnnotations {
+	case "", "branches":
+	case "keep":
+		t.all.anyOfBranches, t.strictOnly.anyOfBranches = false, false
+	default:
+		return fmt.Errorf("anyof_annotations: %q (want branches or keep)", t.AnyOfAnnotations)
 	}
 	switch t.Unsupported {
 	case "", "strict_off", "string", "reject":
@@ -581,6 +596,7 @@ func summarize(did map[string]bool) string {
 //		type_arrays keep|nullable|any_of
 //		describe_dropped [true|false]
 //		unsupported strict_off|string|reject
+//		anyof_annotations branches|keep
 //	}
 //
 // Each option appears once; a switch without a value is true.
@@ -598,6 +614,8 @@ func (t *ToolsNormalizeSchema) UnmarshalCaddyfile(d *caddyfile.Dispenser) error 
 			err = b.One(&t.TypeArrays)
 		case "unsupported":
 			err = b.One(&t.Unsupported)
+		case "anyof_annotations":
+			err = b.One(&t.AnyOfAnnotations)
 		case "strip_keywords":
 			err = b.List(&t.StripKeywords)
 		case "inline_refs":

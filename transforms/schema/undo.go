@@ -21,6 +21,7 @@ type undo struct {
 	names    map[string]string // upstream name → the tool's
 	dropNull map[string]bool   // by upstream name: a null there is the rewrite's
 	items    *undo
+	tuple    []*undo // items (or prefixItems) as a list: by position
 	extra    *undo    // additionalProperties' values
 	all      []*undo  // allOf and a reference's target: each applies
 	any      []*undo  // anyOf and oneOf: the first that changes the value
@@ -123,8 +124,20 @@ func (b *undoBuilder) build(n *tnode) *undo {
 			}
 		}
 	}
-	if it := n.get("items"); it != nil && it.kind == '{' {
-		u.items = b.build(it)
+	for _, kw := range []string{"prefixItems", "items"} {
+		it := n.get(kw)
+		switch {
+		case it == nil:
+		case it.kind == '[' && u.tuple == nil:
+			for _, e := range it.vals {
+				u.tuple = append(u.tuple, b.build(e))
+			}
+			if !hasUndoList(u.tuple) {
+				u.tuple = nil
+			}
+		case it.kind != '[':
+			u.items = b.build(it)
+		}
 	}
 	if r.enumString {
 		if e := n.get("enum"); e != nil && e.kind == '[' {
@@ -149,7 +162,7 @@ func (b *undoBuilder) build(n *tnode) *undo {
 }
 
 func (u *undo) empty() bool {
-	return !hasUndo(u.props) && len(u.names) == 0 && len(u.dropNull) == 0 && u.items == nil && u.extra == nil &&
+	return !hasUndo(u.props) && len(u.names) == 0 && len(u.dropNull) == 0 && u.items == nil && u.tuple == nil && u.extra == nil &&
 		len(u.all) == 0 && len(u.any) == 0 && len(u.enums) == 0 && !u.decode && u.unwrap == ""
 }
 
@@ -310,11 +323,12 @@ func (u *undo) apply(v *tnode, fail *string, depth int) (*tnode, bool) {
 		}
 		v.keys, v.vals = v.keys[:j], v.vals[:j]
 	case '[':
-		if u.items == nil {
-			break
-		}
 		for i, e := range v.vals {
-			if nv, c := u.items.apply(e, fail, depth+1); c {
+			each := u.items
+			if i < len(u.tuple) {
+				each = u.tuple[i]
+			}
+			if nv, c := each.apply(e, fail, depth+1); c {
 				v.vals[i], changed = nv, true
 			}
 		}
@@ -405,6 +419,15 @@ func (h *argsHandler) Finish(raw []byte) []byte {
 		h.x.Decide(h.tool.Display(), "args_unrestored", reason)
 	}
 	return out
+}
+
+func hasUndoList(l []*undo) bool {
+	for _, u := range l {
+		if u != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func hasUndo(m map[string]*undo) bool {
