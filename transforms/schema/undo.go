@@ -21,7 +21,7 @@ type undo struct {
 	names    map[string]string // upstream name → the tool's
 	dropNull map[string]bool   // by upstream name: a null there is the rewrite's
 	items    *undo
-	tuple    []*undo // items (or prefixItems) as a list: by position
+	tuple    []*undo  // items (or prefixItems) as a list: by position
 	extra    *undo    // additionalProperties' values
 	all      []*undo  // allOf and a reference's target: each applies
 	any      []*undo  // anyOf and oneOf: the first that changes the value
