@@ -182,10 +182,53 @@ func (p *prep) walk(n *tnode, root bool) *tnode {
 	if r.anyOfBranches {
 		p.annotateBranches(n)
 	}
-	if r.encodeOpaque && !root && opaque(n) {
-		return p.encode(n, n)
+	if r.encodeOpaque && !root {
+		if opaque(n) {
+			return p.encode(n, n)
+		}
+		if m := p.opaqueRef(n); m != nil {
+			return p.encode(m, m)
+		}
 	}
 	return n
+}
+
+// opaqueRef is the schema a reference stands for, merged with the
+// keywords beside it, when that is one the dialect cannot write (the
+// writer inlines every other reference); nil otherwise.
+func (p *prep) opaqueRef(n *tnode) *tnode {
+	ref, ok := n.get("$ref").str()
+	if !ok || ref == "#" {
+		return nil
+	}
+	t := p.chainEnd(ref)
+	if t == nil || t == n || t == p.root {
+		return nil
+	}
+	var m *tnode
+	switch {
+	case t.kind == 0 && t.text() == "true":
+		m = &tnode{kind: '{', dirty: true}
+	case t.kind == '{' && !t.has("$ref"):
+		m = t.clone()
+		m.dirty = true
+	default:
+		return nil
+	}
+	for i, k := range n.keys {
+		if k != "$ref" {
+			m.set(k, n.vals[i])
+		}
+	}
+	if !m.has("type") {
+		if it := impliedType(m); it != "" {
+			return nil // typed once written
+		}
+	}
+	if !opaque(m) {
+		return nil
+	}
+	return m
 }
 
 // exclusive turns an exclusive bound into the inclusive keyword: exactly
@@ -332,6 +375,7 @@ func (p *prep) mergeRootUnion(n *tnode) {
 		return
 	}
 	props := &tnode{kind: '{', dirty: true}
+	seen := map[string]bool{}
 	var required []string
 	for i, b := range u.vals {
 		bp := b.get("properties")
@@ -340,7 +384,8 @@ func (p *prep) mergeRootUnion(n *tnode) {
 		}
 		if bp != nil {
 			for j, k := range bp.keys {
-				if !props.has(k) {
+				if !seen[k] {
+					seen[k] = true
 					props.keys = append(props.keys, k)
 					props.vals = append(props.vals, bp.vals[j])
 				}
@@ -358,9 +403,13 @@ func (p *prep) mergeRootUnion(n *tnode) {
 			required = names
 			continue
 		}
+		in := make(map[string]bool, len(names))
+		for _, k := range names {
+			in[k] = true
+		}
 		kept := required[:0]
 		for _, k := range required {
-			if contains(names, k) {
+			if in[k] {
 				kept = append(kept, k)
 			}
 		}
@@ -732,6 +781,10 @@ func (p *prep) moveRefs() {
 	}
 	var copies []*tnode
 	var names []string
+	taken := make(map[string]bool, len(defs.keys)+len(order))
+	for _, k := range defs.keys {
+		taken[k] = true
+	}
 	for _, ref := range order {
 		t := p.pointer(ref)
 		if t == nil {
@@ -743,9 +796,10 @@ func (p *prep) moveRefs() {
 			base = "def"
 		}
 		name := base
-		for k := 2; defs.has(name) || contains(names, name); k++ {
+		for k := 2; taken[name]; k++ {
 			name = base + "_" + strconv.Itoa(k)
 		}
+		taken[name] = true
 		targets[ref] = name
 		copies = append(copies, t.clone())
 		names = append(names, name)

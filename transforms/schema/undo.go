@@ -21,14 +21,14 @@ type undo struct {
 	names    map[string]string // upstream name → the tool's
 	dropNull map[string]bool   // by upstream name: a null there is the rewrite's
 	items    *undo
-	tuple    []*undo  // items (or prefixItems) as a list: by position
-	extra    *undo    // additionalProperties' values
-	all      []*undo  // allOf and a reference's target: each applies
-	any      []*undo  // anyOf and oneOf: the first that changes the value
-	enums    []string // pairs: the string sent, the enum value's JSON text
-	decode   bool     // the value travels as JSON text
-	anyValue bool     // decode: the tool takes any value, a string too
-	unwrap   string   // the root's arguments travel as this member's JSON text
+	tuple    []*undo           // items (or prefixItems) as a list: by position
+	extra    *undo             // additionalProperties' values
+	all      []*undo           // allOf and a reference's target: each applies
+	any      []*undo           // anyOf and oneOf: the first that changes the value
+	enums    map[string]string // the string sent → the enum value's JSON text
+	decode   bool              // the value travels as JSON text
+	anyValue bool              // decode: the tool takes any value, a string too
+	unwrap   string            // the root's arguments travel as this member's JSON text
 }
 
 // undoBuilder builds the undo tree of one prepared schema.
@@ -143,14 +143,14 @@ func (b *undoBuilder) build(n *tnode) *undo {
 		if e := n.get("enum"); e != nil && e.kind == '[' {
 			for _, v := range e.vals {
 				if v.kind == 0 && len(v.raw) > 0 && v.raw[0] != '"' && v.text() != "null" {
-					u.enums = append(u.enums, v.text(), v.text())
+					u.enum(v.text())
 				}
 			}
 		}
 	}
 	if r.constEnum {
 		if c := n.get("const"); c != nil && c.kind == 0 && len(c.raw) > 0 && c.raw[0] != '"' && c.text() != "null" {
-			u.enums = append(u.enums, c.text(), c.text())
+			u.enum(c.text())
 		}
 	}
 	if u.empty() {
@@ -159,6 +159,15 @@ func (b *undoBuilder) build(n *tnode) *undo {
 		return nil
 	}
 	return u
+}
+
+// enum records a value the dialect sends as a string: its JSON text,
+// which is also the string (10 goes as "10").
+func (u *undo) enum(text string) {
+	if u.enums == nil {
+		u.enums = map[string]string{}
+	}
+	u.enums[text] = text
 }
 
 func (u *undo) empty() bool {
@@ -241,10 +250,10 @@ func restoreArgs(u *undo, args []byte) (out []byte, reason string) {
 		}
 		return b, ""
 	}
-	var fail string
-	nv, changed := u.apply(v, &fail, 0)
-	if fail != "" {
-		return args, fail
+	st := applyState{budget: 64 * (len(args) + 64)}
+	nv, changed := u.apply(v, &st, 0)
+	if st.fail != "" {
+		return args, st.fail
 	}
 	if !changed {
 		return args, ""
@@ -252,10 +261,25 @@ func restoreArgs(u *undo, args []byte) (out []byte, reason string) {
 	return nv.append(nil), ""
 }
 
+// applyState is one restoration's: the reason a step could not be
+// undone, and the steps left. Unions are tried branch by branch, so a
+// schema of unions nested in unions could make that exponential in the
+// arguments' depth; the budget, a multiple of their size, bounds it.
+type applyState struct {
+	fail   string
+	budget int
+}
+
 // apply undoes u in the value v, returning the value and whether it
-// changed; fail gets the reason of a step that could not be undone.
-func (u *undo) apply(v *tnode, fail *string, depth int) (*tnode, bool) {
-	if u == nil || depth > 2*maxSchemaNesting {
+// changed.
+func (u *undo) apply(v *tnode, st *applyState, depth int) (*tnode, bool) {
+	if u == nil {
+		return v, false
+	}
+	if st.budget--; st.budget < 0 || depth > 2*maxSchemaNesting {
+		if st.fail == "" {
+			st.fail = "too_deep"
+		}
 		return v, false
 	}
 	changed := false
@@ -268,13 +292,13 @@ func (u *undo) apply(v *tnode, fail *string, depth int) (*tnode, bool) {
 		i := jsonspan.SkipSpace(b, 0)
 		if i == len(b) || !jsonspan.Valid(b) {
 			if !u.anyValue {
-				*fail = "json_text"
+				st.fail = "json_text"
 			}
 			return v, false
 		}
 		d := readTree(b, jsonspan.Span{Start: i, End: jsonspan.SkipValue(b, i)}, 0)
 		if d == nil {
-			*fail = "json_text"
+			st.fail = "json_text"
 			return v, false
 		}
 		d.dirty = true
@@ -282,13 +306,20 @@ func (u *undo) apply(v *tnode, fail *string, depth int) (*tnode, bool) {
 	}
 	for _, a := range u.all {
 		var c bool
-		v, c = a.apply(v, fail, depth+1)
+		v, c = a.apply(v, st, depth+1)
 		changed = changed || c
 	}
 	for _, a := range u.any {
-		var f string
-		nv, c := a.apply(v, &f, depth+1)
-		if c && f == "" {
+		// The first branch that finds something to undo is the one the
+		// value took; a branch that fails leaves no reason behind.
+		try := applyState{budget: st.budget}
+		nv, c := a.apply(v, &try, depth+1)
+		st.budget = try.budget
+		if try.fail == "too_deep" {
+			st.fail = "too_deep"
+			return v, false
+		}
+		if c && try.fail == "" {
 			v, changed = nv, true
 			break
 		}
@@ -310,7 +341,7 @@ func (u *undo) apply(v *tnode, fail *string, depth int) (*tnode, bool) {
 				child = u.extra
 			}
 			if child != nil {
-				nv, c := child.apply(val, fail, depth+1)
+				nv, c := child.apply(val, st, depth+1)
 				if c {
 					val, changed = nv, true
 				}
@@ -328,16 +359,14 @@ func (u *undo) apply(v *tnode, fail *string, depth int) (*tnode, bool) {
 			if i < len(u.tuple) {
 				each = u.tuple[i]
 			}
-			if nv, c := each.apply(e, fail, depth+1); c {
+			if nv, c := each.apply(e, st, depth+1); c {
 				v.vals[i], changed = nv, true
 			}
 		}
 	case 0:
-		if s, ok := v.str(); ok {
-			for i := 0; i+1 < len(u.enums); i += 2 {
-				if u.enums[i] == s {
-					return scalar(u.enums[i+1]), true
-				}
+		if s, ok := v.str(); ok && u.enums != nil {
+			if text, ok := u.enums[s]; ok {
+				return scalar(text), true
 			}
 		}
 	}
