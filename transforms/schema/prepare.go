@@ -28,6 +28,9 @@ type prep struct {
 	recursive map[string]bool
 	// unfit names the first keyword strict mode cannot take, "" if none.
 	unfit string
+	// badRef is a local reference that resolves to nothing, where the
+	// dialect resolves references itself and would refuse it.
+	badRef string
 	depth int
 }
 
@@ -788,7 +791,10 @@ func (p *prep) moveRefs() {
 	for _, ref := range order {
 		t := p.pointer(ref)
 		if t == nil {
-			continue // left for the writer to refuse
+			if p.badRef == "" {
+				p.badRef = ref
+			}
+			continue
 		}
 		toks := strings.Split(ref, "/")
 		base := strings.ReplaceAll(strings.ReplaceAll(toks[len(toks)-1], "~1", "_"), "~0", "_")

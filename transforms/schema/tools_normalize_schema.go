@@ -474,6 +474,11 @@ func (t *ToolsNormalizeSchema) params(sw *schemaWriter, arena *[]byte, doc []byt
 		}
 	}
 	sw.reset(src, rules, span, n)
+	if pr != nil && pr.badRef != "" {
+		res.err = schemaError("schema_ref_unresolved", sw.loc(),
+			"the schema of %s refers to %q, which is not a schema of the same document", sw.loc(), pr.badRef)
+		return res
+	}
 	start := len(*arena)
 	*arena = sw.schema(*arena, span, false)
 	res.out = (*arena)[start:len(*arena):len(*arena)]
