@@ -7,6 +7,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/llmtransform/caddy-llm-transform/transforms/transformtest"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/fakeprovider"
 )
 
 // TestEachFailureClassWithItsMinimalSchema: each way a dialect's upstream
@@ -99,5 +101,16 @@ func TestEachFailureClassWithItsMinimalSchema(t *testing.T) {
 			}
 			validatorAccepts(t, tc.dialect, out)
 		})
+	}
+}
+
+// TestGeminiAnyOfAnnotationsKept: anyof_annotations keep leaves a union's
+// description and title beside it, for an endpoint that takes them there.
+func TestGeminiAnyOfAnnotationsKept(t *testing.T) {
+	in := `{"type":"object","properties":{"v":{"anyOf":[{"type":"string"},{"type":"integer"}],"description":"d","title":"T"}}}`
+	out, _ := nsOK(t, `{"dialect":"gemini","anyof_annotations":"keep"}`, transforms.ProtocolResponses, fn(in))
+	transformtest.JSONEqual(t, out, fn(in))
+	if p := fakeprovider.CheckSchema(fakeprovider.DialectGeminiLenientAnyOf, []byte(gjson.GetBytes(out, "tools.0.parameters").Raw), nil); len(p) > 0 {
+		t.Errorf("refused: %v", p)
 	}
 }

@@ -800,6 +800,8 @@ func TestNormalizeSchemaCaddyfile(t *testing.T) {
 		"\tenum_to_string false\n" +
 		"\ttype_arrays any_of\n" +
 		"\tdescribe_dropped false\n" +
+		"\tunsupported reject\n" +
+		"\tanyof_annotations keep\n" +
 		"}"
 	var got ToolsNormalizeSchema
 	if err := got.UnmarshalCaddyfile(caddyfile.NewTestDispenser(block)); err != nil {
@@ -807,13 +809,15 @@ func TestNormalizeSchemaCaddyfile(t *testing.T) {
 	}
 	yes, no := true, false
 	want := ToolsNormalizeSchema{
-		Dialect:         "gemini",
-		StripKeywords:   []string{"examples", "deprecated"},
-		InlineRefs:      &yes,
-		MaxRefDepth:     16,
-		EnumToString:    &no,
-		TypeArrays:      "any_of",
-		DescribeDropped: &no,
+		Dialect:          "gemini",
+		StripKeywords:    []string{"examples", "deprecated"},
+		InlineRefs:       &yes,
+		MaxRefDepth:      16,
+		EnumToString:     &no,
+		TypeArrays:       "any_of",
+		DescribeDropped:  &no,
+		Unsupported:      "reject",
+		AnyOfAnnotations: "keep",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
@@ -823,6 +827,15 @@ func TestNormalizeSchemaCaddyfile(t *testing.T) {
 	var fromJSON ToolsNormalizeSchema
 	if err := json.Unmarshal(js, &fromJSON); err != nil || !reflect.DeepEqual(fromJSON, want) {
 		t.Errorf("JSON round trip: %v %+v", err, fromJSON)
+	}
+	for _, bad := range []string{`{"unsupported":"maybe"}`, `{"anyof_annotations":"inside"}`} {
+		var ns ToolsNormalizeSchema
+		if err := json.Unmarshal([]byte(bad), &ns); err != nil {
+			t.Fatal(err)
+		}
+		if err := ns.Provision(transformtest.Context(t)); err == nil {
+			t.Errorf("provisioned %s", bad)
+		}
 	}
 	var off ToolsNormalizeSchema
 	if err := off.UnmarshalCaddyfile(caddyfile.NewTestDispenser("tools_normalize_schema {\n\tinline_refs false\n\tdescribe_dropped true\n}")); err != nil {
@@ -847,6 +860,7 @@ func TestNormalizeSchemaCaddyfile(t *testing.T) {
 		"tools_normalize_schema {\n\tmax_ref_depth many\n}",
 		"tools_normalize_schema {\n\ttype_arrays\n}",
 		"tools_normalize_schema {\n\tcolour blue\n}",
+		"tools_normalize_schema {\n\tunsupported\n}",
 	} {
 		var ns ToolsNormalizeSchema
 		if err := ns.UnmarshalCaddyfile(caddyfile.NewTestDispenser(bad)); err == nil {
