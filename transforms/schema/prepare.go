@@ -120,9 +120,9 @@ func (p *prep) walk(n *tnode, root bool) *tnode {
 	if root && r.inline {
 		p.inlineRoot(n)
 	}
-	if t := n.get("type"); t != nil && (t.isStr("") || t.kind == '[' && len(t.vals) == 0) && (r.encodeOpaque || r.enumType) {
-		// An empty type names none: the schema is untyped, and gets
-		// what untyped schemas get here.
+	if t := n.get("type"); t != nil && namesNoType(t) && (r.encodeOpaque || r.enumType) {
+		// A type that names none ("", [], [true]): the schema is
+		// untyped, and gets what untyped schemas get here.
 		n.del("type")
 		p.note("type")
 	}
@@ -232,6 +232,20 @@ func (p *prep) opaqueRef(n *tnode) *tnode {
 		return nil
 	}
 	return m
+}
+
+// namesNoType reports whether a type member names no type at all.
+func namesNoType(t *tnode) bool {
+	if t.kind == '[' {
+		for _, e := range t.vals {
+			if s, ok := e.str(); ok && s != "" {
+				return false
+			}
+		}
+		return true
+	}
+	s, ok := t.str()
+	return !ok || s == ""
 }
 
 // exclusive turns an exclusive bound into the inclusive keyword: exactly
