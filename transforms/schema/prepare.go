@@ -120,11 +120,23 @@ func (p *prep) walk(n *tnode, root bool) *tnode {
 	if root && r.inline {
 		p.inlineRoot(n)
 	}
+	if t := n.get("type"); t != nil && t.kind == '[' && len(t.vals) == 1 && (r.encodeOpaque || r.enumType) {
+		// A list of one type is that type (["null"] is null, not a
+		// nullable schema of no type).
+		n.set("type", t.vals[0])
+	}
 	if t := n.get("type"); t != nil && namesNoType(t) && (r.encodeOpaque || r.enumType) {
 		// A type that names none ("", [], [true]): the schema is
 		// untyped, and gets what untyped schemas get here.
 		n.del("type")
 		p.note("type")
+	}
+	if r.refSiblings {
+		// Before the children: the target comes in as the client wrote
+		// it, and is rewritten here like any schema of this place.
+		if m := p.refSibling(n); m != nil {
+			n = m
+		}
 	}
 	children(n, func(c *tnode, kw string) *tnode { return p.walk(c, false) })
 	if r.oneOfToAnyOf {
@@ -173,11 +185,6 @@ func (p *prep) walk(n *tnode, root bool) *tnode {
 		p.tell(n, "anyOf: "+compactSchema(n.get("anyOf")))
 		n.del("anyOf")
 		p.note("root_anyOf_told")
-	}
-	if r.refSiblings {
-		if m := p.refSibling(n); m != nil {
-			n = m
-		}
 	}
 	if r.untypedStrictOff && p.unfit == "" {
 		p.unfit = strictUnfit(n)
