@@ -120,10 +120,21 @@ func (p *prep) walk(n *tnode, root bool) *tnode {
 	if root && r.inline {
 		p.inlineRoot(n)
 	}
-	if t := n.get("type"); t != nil && t.kind == '[' && len(t.vals) == 1 && (r.encodeOpaque || r.enumType) {
-		// A list of one type is that type (["null"] is null, not a
-		// nullable schema of no type).
-		n.set("type", t.vals[0])
+	if t := n.get("type"); t != nil && t.kind == '[' && (r.encodeOpaque || r.enumType) {
+		// Only names are types; a list of one type is that type
+		// (["null"] is null, not a nullable schema of no type).
+		var names []*tnode
+		for _, e := range t.vals {
+			if s, ok := e.str(); ok && s != "" {
+				names = append(names, e)
+			}
+		}
+		switch {
+		case len(names) == 1:
+			n.set("type", names[0])
+		case len(names) > 1 && len(names) < len(t.vals):
+			n.set("type", &tnode{kind: '[', dirty: true, vals: names})
+		}
 	}
 	if t := n.get("type"); t != nil && namesNoType(t) && (r.encodeOpaque || r.enumType) {
 		// A type that names none ("", [], [true]): the schema is
