@@ -1,6 +1,9 @@
 package schema
 
 import (
+	"strings"
+	"unicode/utf8"
+
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
 
@@ -34,7 +37,13 @@ func readTree(doc []byte, v jsonspan.Span, depth int) *tnode {
 				ok = false
 				return false
 			}
-			n.keys = append(n.keys, jsonspan.KeyName(doc, m.Key))
+			k := jsonspan.KeyName(doc, m.Key)
+			if !utf8.ValidString(k) {
+				// As it is written out again, and as the model
+				// writes it back: with U+FFFD for the bad bytes.
+				k = strings.ToValidUTF8(k, "\uFFFD")
+			}
+			n.keys = append(n.keys, k)
 			n.vals = append(n.vals, c)
 			return true
 		})
