@@ -31,7 +31,7 @@ type prep struct {
 	// badRef is a local reference that resolves to nothing, where the
 	// dialect resolves references itself and would refuse it.
 	badRef string
-	depth int
+	depth  int
 }
 
 func (p *prep) note(what string) {
@@ -799,6 +799,16 @@ func (p *prep) moveRefs() {
 	targets := map[string]string{} // ref → its $defs name
 	var order []string
 	eachRef(p.root, 0, func(_ *tnode, ref string) {
+		if !strings.HasPrefix(ref, "#") {
+			// Outside the document: nothing strict mode or Kimi resolves.
+			if p.r.untypedStrictOff && p.unfit == "" {
+				p.unfit = "a reference outside the document"
+			}
+			if p.r.defsOnly && p.badRef == "" {
+				p.badRef = ref
+			}
+			return
+		}
 		if ref == "#" || defRef(ref, p.r.defsOnly) || !strings.HasPrefix(ref, "#/") {
 			return
 		}
