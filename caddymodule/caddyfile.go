@@ -35,7 +35,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	llm_transform [<matcher>] {
-//		protocol        auto|responses|chat_completions
+//		protocol        auto|responses|chat_completions|messages
 //		max_body_size   <size>
 //		max_call_buffer <size>
 //		max_json_depth  <levels>

@@ -39,9 +39,11 @@ const (
 // Traffic no rule touches passes through byte for byte.
 type Handler struct {
 	// The API the routed requests speak: "responses",
-	// "chat_completions", or "auto" (the default), which picks by the path
-	// suffix /responses or /chat/completions and passes anything else
-	// through untouched.
+	// "chat_completions", "messages" (Anthropic's), or "auto" (the
+	// default), which picks by the path suffix /responses,
+	// /chat/completions or /messages and passes anything else through
+	// untouched. Errors the gateway answers itself come in the client's
+	// protocol's shape.
 	Protocol string `json:"protocol,omitempty"`
 
 	// The most bytes of a request body read for rewriting, and of a non-streaming
@@ -128,8 +130,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.protocol = transforms.ProtocolResponses
 	case "chat_completions":
 		h.protocol = transforms.ProtocolChat
+	case "messages":
+		h.protocol = transforms.ProtocolMessages
 	default:
-		return fmt.Errorf("protocol %q: want auto, responses or chat_completions", h.Protocol)
+		return fmt.Errorf("protocol %q: want auto, responses, chat_completions or messages", h.Protocol)
 	}
 	if h.MaxBodySize == 0 {
 		h.MaxBodySize = defaultMaxBodySize
@@ -258,6 +262,9 @@ func (h *Handler) protocolFor(r *http.Request) transforms.Protocol {
 		return transforms.ProtocolResponses
 	case strings.HasSuffix(p, "/chat/completions"):
 		return transforms.ProtocolChat
+	case strings.HasSuffix(p, "/messages"):
+		// (Claude Code adds ?beta=true, which is no part of the path.)
+		return transforms.ProtocolMessages
 	}
 	return transforms.ProtocolUnknown
 }
@@ -268,7 +275,7 @@ func (h *Handler) protocolFor(r *http.Request) transforms.Protocol {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	proto, chain, refusal := h.selectChain(r)
 	if refusal != nil {
-		return reject(w, refusal)
+		return reject(w, refusal, proto)
 	}
 	if chain == nil {
 		return next.ServeHTTP(w, r)
@@ -280,7 +287,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	defer lease.release()
 	body, err := h.leaseBody(r, lease)
 	if err != nil {
-		return refuseBody(w, r, err)
+		return refuseBody(w, r, err, proto)
 	}
 	x := h.newExchange(r, proto)
 	if h.Explain {
@@ -288,7 +295,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	model, refusal := h.requestModel(chain, x, body)
 	if refusal != nil {
-		return reject(w, refusal)
+		return reject(w, refusal, proto)
 	}
 	if !chain.Begin(x, model) {
 		return next.ServeHTTP(w, r)
@@ -298,7 +305,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// proxy aborts them with a panic.
 	defer observe(r, x)
 	if err := h.rewriteRequest(r, x, body, lease); err != nil {
-		return h.refuseRewrite(w, err)
+		return h.refuseRewrite(w, err, proto)
 	}
 	if !x.WantsResponse() {
 		return next.ServeHTTP(w, r)
@@ -341,7 +348,7 @@ func (h *Handler) leaseBody(r *http.Request, lease *bodyLease) ([]byte, error) {
 // refuseBody answers a body that could not be read: in the client's error
 // format when the gateway refused it, with a plain 400 when reading it
 // failed.
-func refuseBody(w http.ResponseWriter, r *http.Request, err error) error {
+func refuseBody(w http.ResponseWriter, r *http.Request, err error, proto transforms.Protocol) error {
 	var te *transforms.Error
 	if !errors.As(err, &te) {
 		return caddyhttp.Error(http.StatusBadRequest, err)
@@ -352,7 +359,7 @@ func refuseBody(w http.ResponseWriter, r *http.Request, err error) error {
 		// asks the client to send it.
 		w.Header().Set("Connection", "close")
 	}
-	return reject(w, te)
+	return reject(w, te, proto)
 }
 
 // newExchange starts the record of what the rules do to one request and its
@@ -420,13 +427,13 @@ func (h *Handler) rewriteRequest(r *http.Request, x *transforms.Exchange, body [
 
 // refuseRewrite answers a request the rules refused, in the client's error
 // format; any other failure of the rewrite is the gateway's own, a 500.
-func (h *Handler) refuseRewrite(w http.ResponseWriter, err error) error {
+func (h *Handler) refuseRewrite(w http.ResponseWriter, err error, proto transforms.Protocol) error {
 	var te *transforms.Error
 	if !errors.As(err, &te) {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
 	h.logger.Debug("request rejected", zap.String("code", te.Code), zap.String("reason", te.Message))
-	return reject(w, te)
+	return reject(w, te, proto)
 }
 
 // forward sends the request on with a response writer that runs the
@@ -648,14 +655,14 @@ func setLeasedReader(r *http.Request, size int, newReader func() io.Reader, l *b
 
 // reject answers with a refusal of the gateway or a rule, and counts it by
 // its code.
-func reject(w http.ResponseWriter, e *transforms.Error) error {
+func reject(w http.ResponseWriter, e *transforms.Error, proto transforms.Protocol) error {
 	metrics.rejections.WithLabelValues(e.Code).Inc()
-	return writeError(w, e)
+	return writeError(w, proto, e)
 }
 
-// writeError sends e as the OpenAI error envelope.
-func writeError(w http.ResponseWriter, e *transforms.Error) error {
-	body := e.JSON()
+// writeError sends e in the error envelope of the client's protocol.
+func writeError(w http.ResponseWriter, proto transforms.Protocol, e *transforms.Error) error {
+	body := e.JSONFor(proto)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
 	w.WriteHeader(e.Status)

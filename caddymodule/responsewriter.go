@@ -264,7 +264,7 @@ func (rw *responseWriter) finish() error {
 		return nil
 	case modeBuffer:
 		if rw.tooBig {
-			return writeError(rw.ResponseWriter, &transforms.Error{
+			return writeError(rw.ResponseWriter, rw.x.ClientProtocol(), &transforms.Error{
 				Status:  http.StatusBadGateway,
 				Type:    "server_error",
 				Code:    "response_too_large",
@@ -293,7 +293,7 @@ func (rw *responseWriter) finish() error {
 			// the log, the client gets a fixed message.
 			rw.h.logger.Error("response rewrite failed", zap.Error(err))
 			metrics.rejections.WithLabelValues("transform_failed").Inc()
-			return writeError(rw.ResponseWriter, &transforms.Error{
+			return writeError(rw.ResponseWriter, rw.x.ClientProtocol(), &transforms.Error{
 				Status: http.StatusBadGateway, Type: "server_error", Code: "transform_failed",
 				Message: "the gateway could not rewrite the upstream's response",
 			})

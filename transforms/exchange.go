@@ -477,6 +477,24 @@ func (x *Exchange) readsRequest() bool {
 	return false
 }
 
+// unreadProtocol is the refusal of a request one of whose bound rules
+// would get a body in a protocol it does not read (either phase: its
+// response side sees the same protocol); nil when every rule reads its
+// side's.
+func (x *Exchange) unreadProtocol() *Error {
+	for i, r := range x.rules {
+		var t any = r.req
+		if r.req == nil {
+			t = r.resp
+		}
+		if p := x.protos[i]; !readsProtocol(t, p) {
+			return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "rule_protocol_unsupported",
+				Message: fmt.Sprintf("rule %s does not read the %s protocol; put it after the bridge that turns %s into what it reads (e.g. after messages_to_chat)", r.TransformID(), p, p)}
+		}
+	}
+	return nil
+}
+
 // at positions x on bound rule i for one of its phases.
 func (x *Exchange) at(i int, response bool) { x.pos, x.response = i, response }
 
@@ -491,6 +509,10 @@ func (x *Exchange) RewriteRequest(body []byte) ([]byte, error) {
 func (x *Exchange) rewriteRequest(body []byte) ([]byte, error) {
 	defer x.at(-1, false)
 	x.orig = body
+	if e := x.unreadProtocol(); e != nil {
+		x.Decide("request", "reject", e.Message)
+		return nil, e
+	}
 	if x.readsRequest() {
 		// Nesting is checked in one flat pass before any rule walks the
 		// body: a walk that recursed into whatever nesting the client
@@ -772,6 +794,52 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// JSONFor renders the error in the client's protocol: Anthropic's
+// envelope for Messages, where the gateway's code goes into the message,
+// OpenAI's otherwise.
+func (e *Error) JSONFor(p Protocol) []byte {
+	if p != ProtocolMessages {
+		return e.JSON()
+	}
+	b := []byte(`{"type":"error","error":{"type":`)
+	b = jsonspan.AppendStringStr(b, AnthropicErrorType(e.Status))
+	b = append(b, `,"message":`...)
+	msg := e.Message
+	if e.Code != "" {
+		msg += " (" + e.Code + ")"
+	}
+	b = jsonspan.AppendStringStr(b, msg)
+	return append(b, "}}"...)
+}
+
+// AnthropicErrorType is the Messages API's error type for an HTTP status.
+func AnthropicErrorType(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusPaymentRequired:
+		return "billing_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case http.StatusGatewayTimeout:
+		return "timeout_error"
+	case 529:
+		return "overloaded_error"
+	}
+	if status >= 500 {
+		return "api_error"
+	}
+	return "invalid_request_error"
+}
 
 // JSON renders the OpenAI error envelope.
 func (e *Error) JSON() []byte {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net/http"
 	"strconv"
 	"sync"
 
@@ -594,6 +595,10 @@ func (s *Stream) fail(err error) error {
 }
 
 func (s *Stream) abortEvent(ab *StreamAbort) *Event {
+	if s.client == ProtocolMessages {
+		e := &Error{Status: http.StatusInternalServerError, Code: ab.Code, Message: ab.Message}
+		return &Event{Name: []byte("error"), Data: e.JSONFor(ProtocolMessages)}
+	}
 	if s.client == ProtocolChat {
 		e := &Error{Type: "server_error", Code: ab.Code, Message: ab.Message}
 		return &Event{Data: e.JSON()}

@@ -100,6 +100,10 @@ const (
 	ProtocolResponses
 	// ProtocolChat is the OpenAI Chat Completions API (/v1/chat/completions).
 	ProtocolChat
+	// ProtocolMessages is Anthropic's Messages API (/v1/messages), which
+	// Claude Code speaks. Only rules that say they read it (ProtocolReader)
+	// may stand where a body is in it: the others refuse the request.
+	ProtocolMessages
 )
 
 func (p Protocol) String() string {
@@ -108,8 +112,27 @@ func (p Protocol) String() string {
 		return "responses"
 	case ProtocolChat:
 		return "chat_completions"
+	case ProtocolMessages:
+		return "messages"
 	}
 	return "unknown"
+}
+
+// ProtocolReader is implemented by transforms that say which protocols
+// they read. A transform that does not implement it reads Responses and
+// Chat Completions: the engine refuses a request that would hand it a
+// body in any other protocol (a tool rule placed before messages_to_chat)
+// rather than let it pass the body on unread.
+type ProtocolReader interface {
+	ReadsProtocol(p Protocol) bool
+}
+
+// readsProtocol reports whether the transform t reads bodies in p.
+func readsProtocol(t any, p Protocol) bool {
+	if pr, ok := t.(ProtocolReader); ok {
+		return pr.ReadsProtocol(p)
+	}
+	return p == ProtocolResponses || p == ProtocolChat || p == ProtocolUnknown
 }
 
 // Phase selects the direction a rule acts on.

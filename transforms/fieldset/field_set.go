@@ -124,6 +124,11 @@ func (t *FieldSet) Provision(caddy.Context) error {
 	return nil
 }
 
+// ReadsProtocol implements transforms.ProtocolReader: a field is a field in
+// any protocol's JSON body, Anthropic's Messages included.
+func (t *FieldSet) ReadsProtocol(transforms.Protocol) bool { return true }
+
+// RewriteRequest implements transforms.RequestRewriter.
 func (t *FieldSet) RewriteRequest(x *transforms.Exchange, body []byte) ([]byte, error) {
 	i := jsonspan.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {

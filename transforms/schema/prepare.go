@@ -799,8 +799,9 @@ func (p *prep) moveRefs() {
 	targets := map[string]string{} // ref → its $defs name
 	var order []string
 	eachRef(p.root, 0, func(_ *tnode, ref string) {
-		if !strings.HasPrefix(ref, "#") {
-			// Outside the document: nothing strict mode or Kimi resolves.
+		if ref != "#" && !strings.HasPrefix(ref, "#/") {
+			// Outside the document, or an anchor ("#a"): nothing strict
+			// mode or Kimi resolves.
 			if p.r.untypedStrictOff && p.unfit == "" {
 				p.unfit = "a reference outside the document"
 			}
@@ -809,7 +810,7 @@ func (p *prep) moveRefs() {
 			}
 			return
 		}
-		if ref == "#" || defRef(ref, p.r.defsOnly) || !strings.HasPrefix(ref, "#/") {
+		if ref == "#" || defRef(ref, p.r.defsOnly) {
 			return
 		}
 		if _, ok := targets[ref]; !ok {
