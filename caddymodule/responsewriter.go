@@ -285,7 +285,9 @@ func (rw *responseWriter) finish() error {
 			body = dec
 		}
 		if rw.upstreamError {
-			return rw.writeBuffered(rw.x.RewriteError(rw.status, body))
+			out := rw.x.RewriteError(rw.status, body)
+			rw.status = rw.x.RewriteErrorStatus(rw.status)
+			return rw.writeBuffered(out)
 		}
 		out, err := rw.x.RewriteResponse(body)
 		if err != nil {

@@ -688,6 +688,22 @@ func (x *Exchange) WantsError() bool {
 	return false
 }
 
+// RewriteErrorStatus runs the ErrorStatusRewriters over an upstream error's
+// status, in reverse order as responses go: the status the client gets.
+func (x *Exchange) RewriteErrorStatus(status int) int {
+	defer x.at(-1, false)
+	for i := len(x.rules) - 1; i >= 0; i-- {
+		r := x.rules[i]
+		sr, ok := r.resp.(ErrorStatusRewriter)
+		if !ok || r.phase&PhaseResponse == 0 {
+			continue
+		}
+		x.at(i, true)
+		status = sr.RewriteErrorStatus(x, status)
+	}
+	return status
+}
+
 // RewriteError runs the ErrorRewriters over an upstream error body, in
 // reverse order as responses go.
 func (x *Exchange) RewriteError(status int, body []byte) []byte {

@@ -61,8 +61,16 @@ type StreamTransform interface {
 // error: the upstream's errors pass through untouched, status included.
 type ErrorRewriter interface {
 	// RewriteError returns the body the client gets for the upstream's
-	// error body; the status stays.
+	// error body; the status stays, unless the rewriter is also an
+	// ErrorStatusRewriter.
 	RewriteError(x *Exchange, status int, body []byte) []byte
+}
+
+// ErrorStatusRewriter is implemented by ErrorRewriters whose client
+// protocol has its own status for an upstream error (Anthropic's 529 for
+// an overloaded upstream's 503).
+type ErrorStatusRewriter interface {
+	RewriteErrorStatus(x *Exchange, status int) int
 }
 
 // ScopeLimiter is implemented by transforms that may only be configured in

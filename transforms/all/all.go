@@ -9,6 +9,7 @@ import (
 	_ "github.com/llmtransform/caddy-llm-transform/transforms/chatbridge"
 	_ "github.com/llmtransform/caddy-llm-transform/transforms/customtools"
 	_ "github.com/llmtransform/caddy-llm-transform/transforms/fieldset"
+	_ "github.com/llmtransform/caddy-llm-transform/transforms/messagesbridge"
 	_ "github.com/llmtransform/caddy-llm-transform/transforms/schema"
 	_ "github.com/llmtransform/caddy-llm-transform/transforms/toolsfilter"
 	_ "github.com/llmtransform/caddy-llm-transform/transforms/toolsplan"
