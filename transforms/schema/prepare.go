@@ -51,7 +51,7 @@ func (p *prep) prepare() bool {
 	if r.refSiblings {
 		p.findRecursive()
 	}
-	p.root = p.walk(p.root, true)
+	p.root = p.walk(p.root, true, "")
 	return p.root.dirty
 }
 
@@ -99,7 +99,7 @@ func contains(list []string, s string) bool {
 
 // walk rewrites the schema n (children first) and returns what stands in
 // its place.
-func (p *prep) walk(n *tnode, root bool) *tnode {
+func (p *prep) walk(n *tnode, root bool, kw string) *tnode {
 	p.depth++
 	defer func() { p.depth-- }()
 	if p.depth > maxSchemaNesting {
@@ -111,7 +111,9 @@ func (p *prep) walk(n *tnode, root bool) *tnode {
 			if r.untypedStrictOff && p.unfit == "" && n.text() == "true" {
 				p.unfit = "a schema that takes any value"
 			}
-			if r.encodeOpaque && n.text() == "true" && !root {
+			if r.encodeOpaque && !root && kw != "additionalProperties" && kw != "unevaluatedProperties" {
+				// (false, which nothing satisfies, has no spelling; the
+				// writer would make it {}. A closed object's false stays.)
 				return p.encode(n, nil)
 			}
 		}
@@ -149,7 +151,7 @@ func (p *prep) walk(n *tnode, root bool) *tnode {
 			n = m
 		}
 	}
-	children(n, func(c *tnode, kw string) *tnode { return p.walk(c, false) })
+	children(n, func(c *tnode, kw string) *tnode { return p.walk(c, false, kw) })
 	if r.oneOfToAnyOf {
 		if v := n.get("oneOf"); v != nil && !n.has("anyOf") {
 			// Exactly one branch becomes at least one: a value that fits
@@ -228,7 +230,8 @@ func (p *prep) opaqueRef(n *tnode) *tnode {
 	}
 	var m *tnode
 	switch {
-	case t.kind == 0 && t.text() == "true":
+	case t.kind == 0 && (t.text() == "true" || t.text() == "false"):
+		// (false, which nothing satisfies, is written as {} here.)
 		m = &tnode{kind: '{', dirty: true}
 	case t.kind == '{' && !t.has("$ref"):
 		m = t.clone()
