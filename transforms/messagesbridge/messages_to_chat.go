@@ -194,6 +194,14 @@ type bridgeRecord struct {
 	maxTokens int
 	// stopSequences are the client's, to tell a stop_sequence stop.
 	stopSequences []string
+	// stream: the client asked for a stream.
+	stream bool
+	// thinking: the client asked for thinking (enabled or adaptive).
+	thinking bool
+	// tools are the client's tool names the request declared, so that a
+	// call to another one is told apart (the rules after the bridge give
+	// calls back their client names before the bridge sees them).
+	tools map[string]bool
 }
 
 func (t *MessagesToChat) record(x *transforms.Exchange) *bridgeRecord {
