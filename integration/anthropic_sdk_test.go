@@ -192,7 +192,6 @@ func cloneJSON(v any) any {
 	return c
 }
 
-
 // claudeCodeFixture reads a file of the recorded Claude Code traffic;
 // without the folder the test is skipped, except under CI=true.
 func claudeCodeFixture(t *testing.T, name string) []byte {
