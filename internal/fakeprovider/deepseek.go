@@ -116,6 +116,12 @@ type DeepSeekChat struct {
 	// than Turns[k].Reasoning.
 	ExactReasoning bool
 
+	// Aside, if set, may answer a request outside the script (a client's
+	// side request, say, that declares other tools): when it returns true,
+	// its Turn answers the request, which is logged with Turn -2. It sees
+	// only requests that passed the checks.
+	Aside func(req gjson.Result) (Turn, bool)
+
 	mu  sync.Mutex
 	log []DeepSeekRequest
 }
@@ -129,7 +135,8 @@ type DeepSeekRequest struct {
 	// ("" when answered).
 	Status int
 	Error  string
-	// Turn is the index of the scripted turn answered, -1 when refused.
+	// Turn is the index of the scripted turn answered, -1 when refused,
+	// -2 when Aside answered.
 	Turn int
 }
 
@@ -187,6 +194,17 @@ func (d *DeepSeekChat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	turn, _ := thinkingTurn(req)
 	rec.Turn = turn
 	p := &Provider{Thinking: DeepSeek, Turns: d.Turns, DeltaSize: d.DeltaSize, Now: d.Now}
+	if d.Aside != nil {
+		if t, ok := d.Aside(req); ok {
+			rec.Turn, turn = -2, 0
+			p.Turns = []Turn{t}
+			// thinkingTurn counts the history's tool-call turns; an
+			// aside answers as a first turn whatever the history.
+			req = gjson.Parse(`{"model":` + req.Get("model").Raw + `,"stream":` + strconv.FormatBool(req.Get("stream").Bool()) +
+				`,"stream_options":` + orNull(req.Get("stream_options").Raw) + `,"tools":` + orNull(req.Get("tools").Raw) +
+				`,"thinking":` + orNull(req.Get("thinking").Raw) + `}`)
+		}
+	}
 	// The arrival number makes the ids; the turn's number keeps them the
 	// same for the same conversation. The prompt's size leaves out what
 	// stream and stream_options add.
@@ -194,6 +212,14 @@ func (d *DeepSeekChat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sw.status != http.StatusOK {
 		rec.Turn = -1
 	}
+}
+
+// orNull is raw JSON, or null when there is none.
+func orNull(raw string) string {
+	if raw == "" {
+		return "null"
+	}
+	return raw
 }
 
 // reject applies DeepSeek's checks in the order a request fails them.

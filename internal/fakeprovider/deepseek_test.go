@@ -301,3 +301,23 @@ func TestDeepSeekChatScript(t *testing.T) {
 		t.Errorf("log[6] = %s", r)
 	}
 }
+
+// TestDeepSeekChatAside: a request Aside takes gets its turn, whatever
+// its history, and is logged as an aside; the script goes on after it.
+func TestDeepSeekChatAside(t *testing.T) {
+	d := &DeepSeekChat{Turns: dsTurns(), Aside: func(req gjson.Result) (Turn, bool) {
+		return Turn{Reasoning: "side", Text: "none"}, !strings.Contains(req.Get("tools").Raw, `"Write"`)
+	}}
+	side := `{"model":"deepseek-v4-pro","messages":[` + dsHist(`,"reasoning_content":"r"`) + `]}`
+	status, body := dsPost(t, d, "/v1/chat/completions", side)
+	if status != 200 || gjson.Get(body, "choices.0.message.content").String() != "none" || gjson.Get(body, "choices.0.message.reasoning_content").String() != "side" {
+		t.Fatalf("aside: %d %s", status, body)
+	}
+	status, body = dsPost(t, d, "/v1/chat/completions", dsBody(`{"role":"user","content":"go"}`, ""))
+	if status != 200 || gjson.Get(body, "choices.0.message.tool_calls.0.function.name").String() != "Write" {
+		t.Fatalf("script: %d %s", status, body)
+	}
+	if log := d.Log(); len(log) != 2 || log[0].Turn != -2 || log[1].Turn != 0 {
+		t.Errorf("log %v", log)
+	}
+}
