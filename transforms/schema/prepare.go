@@ -56,11 +56,20 @@ func (p *prep) prepare() bool {
 }
 
 // Keywords whose value is one schema, a list of them, or a map of them.
-var (
-	schemaOne  = []string{"items", "additionalItems", "unevaluatedItems", "contains", "not", "if", "then", "else", "propertyNames", "additionalProperties", "unevaluatedProperties"}
-	schemaList = []string{"prefixItems", "allOf", "anyOf", "oneOf"}
-	schemaMaps = []string{"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+const (
+	schemaOne = iota + 1
+	schemaList
+	schemaMap
 )
+
+var schemaKeywords = map[string]uint8{
+	"items": schemaOne, "additionalItems": schemaOne, "unevaluatedItems": schemaOne, "contains": schemaOne,
+	"not": schemaOne, "if": schemaOne, "then": schemaOne, "else": schemaOne, "propertyNames": schemaOne,
+	"additionalProperties": schemaOne, "unevaluatedProperties": schemaOne,
+	"prefixItems": schemaList, "allOf": schemaList, "anyOf": schemaList, "oneOf": schemaList,
+	"properties": schemaMap, "patternProperties": schemaMap, "$defs": schemaMap, "definitions": schemaMap,
+	"dependentSchemas": schemaMap,
+}
 
 // children calls fn for every schema position directly below the schema
 // object n; fn returns the schema to put there.
@@ -75,14 +84,14 @@ func children(n *tnode, fn func(c *tnode, kw string) *tnode) {
 	}
 	for i, k := range n.keys {
 		v := n.vals[i]
-		switch {
-		case contains(schemaOne, k):
+		switch kind := schemaKeywords[k]; {
+		case kind == schemaOne:
 			if v.kind == '[' { // items as a list (draft 4 tuples)
 				each(v, k)
 			} else if n.vals[i] = fn(v, k); n.vals[i].dirty {
 				n.dirty = true
 			}
-		case contains(schemaList, k) && v.kind == '[', contains(schemaMaps, k) && v.kind == '{':
+		case kind == schemaList && v.kind == '[', kind == schemaMap && v.kind == '{':
 			each(v, k)
 		}
 	}
@@ -234,8 +243,9 @@ func (p *prep) opaqueRef(n *tnode) *tnode {
 		// (false, which nothing satisfies, is written as {} here.)
 		m = &tnode{kind: '{', dirty: true}
 	case t.kind == '{' && !t.has("$ref"):
-		m = t.clone()
-		m.dirty = true
+		// A shallow copy to judge it: only a schema that goes as JSON
+		// text is built from it, and that reads no more than its top.
+		m = &tnode{kind: '{', dirty: true, keys: append([]string(nil), t.keys...), vals: append([]*tnode(nil), t.vals...)}
 	default:
 		return nil
 	}

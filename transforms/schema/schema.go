@@ -73,6 +73,7 @@ type schemaWriter struct {
 	elements map[int][]jsonspan.Span          // arrays a pointer crossed, by start
 	inlined  int                              // the bytes of every target inlined, charged like output
 	node     *transforms.ToolNode             // the function whose parameters these are, for messages
+	index    *spanIndex                       // the schema's objects and arrays, read once; nil: read as walked
 	refs     []string                         // the $refs being inlined, innermost last
 	depth    int                              // nesting of schema objects
 	changed  bool
@@ -117,6 +118,7 @@ func (s *schemaWriter) loc() string {
 // buffers.
 func (s *schemaWriter) reset(doc []byte, r *schemaRules, root jsonspan.Span, node *transforms.ToolNode) {
 	s.doc, s.r, s.root, s.node = doc, r, root, node
+	s.index = nil
 	s.maxOut = max(1<<20, 8*(root.End-root.Start))
 	s.outStart = -1
 	clear(s.resolved)
@@ -150,7 +152,7 @@ type member struct {
 // them with s.stack = s.stack[:base] when done.
 func (s *schemaWriter) members(v jsonspan.Span) []member {
 	base := len(s.stack)
-	jsonspan.EachMember(s.doc, v.Start, func(m jsonspan.Member) bool {
+	s.eachMember(v.Start, func(m jsonspan.Member) bool {
 		s.stack = append(s.stack, member{jsonspan.KeyName(s.doc, m.Key), m})
 		return true
 	})
@@ -350,7 +352,7 @@ func (s *schemaWriter) member(v jsonspan.Span, key string) jsonspan.Span {
 		return jsonspan.NoSpan()
 	}
 	idx := map[string]jsonspan.Span{}
-	jsonspan.EachMember(s.doc, v.Start, func(m jsonspan.Member) bool {
+	s.eachMember(v.Start, func(m jsonspan.Member) bool {
 		if k := jsonspan.KeyName(s.doc, m.Key); idx[k].End == 0 {
 			idx[k] = m.Value // the first of repeated keys, as everywhere
 		}
@@ -372,7 +374,7 @@ func (s *schemaWriter) member(v jsonspan.Span, key string) jsonspan.Span {
 func (s *schemaWriter) element(v jsonspan.Span, n int) jsonspan.Span {
 	els, ok := s.elements[v.Start]
 	if !ok {
-		jsonspan.EachElement(s.doc, v.Start, func(el jsonspan.Span) bool {
+		s.eachElement(v.Start, func(el jsonspan.Span) bool {
 			els = append(els, el)
 			return true
 		})
@@ -487,7 +489,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	base := len(s.names)
 	defer func() { s.names = s.names[:base] }()
 	if i := o.properties; i >= 0 && doc[o.value(i).Start] == '{' {
-		jsonspan.EachMember(doc, o.value(i).Start, func(m jsonspan.Member) bool {
+		s.eachMember(o.value(i).Start, func(m jsonspan.Member) bool {
 			s.names = append(s.names, jsonspan.KeyName(doc, m.Key))
 			return true
 		})
@@ -496,7 +498,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 	mid := len(s.names)
 	if i := o.required; i >= 0 {
 		if rv := o.value(i); doc[rv.Start] == '[' {
-			jsonspan.EachElement(doc, rv.Start, func(el jsonspan.Span) bool {
+			s.eachElement(rv.Start, func(el jsonspan.Span) bool {
 				if name, ok := docString(doc, el); ok {
 					s.names = append(s.names, name)
 				}
@@ -512,7 +514,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 		// The names required so far, once there are too many to scan for
 		// each property.
 		var listed map[string]struct{}
-		jsonspan.EachMember(doc, o.value(i).Start, func(m jsonspan.Member) bool {
+		s.eachMember(o.value(i).Start, func(m jsonspan.Member) bool {
 			if doc[m.Value.Start] == '{' {
 				if rv := jsonspan.Lookup(doc, m.Value.Start, "required"); rv.Start >= 0 && string(doc[rv.Start:rv.End]) == "true" {
 					name := jsonspan.KeyName(doc, m.Key)
@@ -742,7 +744,7 @@ func (s *schemaWriter) object(out []byte, ms []member, nullable bool) []byte {
 				own.B = s.schemaList(own.B, o.value(o.anyOf), nullable)
 				ow.B = own.Close()
 				if ai := o.allOf; ai >= 0 && doc[o.value(ai).Start] == '[' {
-					jsonspan.EachElement(doc, o.value(ai).Start, func(el jsonspan.Span) bool {
+					s.eachElement(o.value(ai).Start, func(el jsonspan.Span) bool {
 						ow.B = s.schema(append(ow.B, ','), el, false)
 						return true
 					})
@@ -906,7 +908,7 @@ func (s *schemaWriter) typeOf(o *schemaObj) string {
 		return ""
 	}
 	one, n := "", 0
-	jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+	s.eachElement(v.Start, func(el jsonspan.Span) bool {
 		t, ok := docString(doc, el)
 		switch {
 		case !ok:
@@ -1025,7 +1027,7 @@ func (s *schemaWriter) typeList(v jsonspan.Span, nullable bool, o *schemaObj) (t
 	list = doc[v.Start] == '['
 	types = s.types[:0]
 	if list {
-		jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+		s.eachElement(v.Start, func(el jsonspan.Span) bool {
 			if t, ok := docString(doc, el); ok {
 				types = append(types, t)
 			}
@@ -1065,7 +1067,7 @@ func (s *schemaWriter) properties(out []byte, v jsonspan.Span, required nameSet,
 		return append(out, doc[v.Start:v.End]...)
 	}
 	ow := jsonspan.NewObj(out)
-	jsonspan.EachMember(doc, v.Start, func(m jsonspan.Member) bool {
+	s.eachMember(v.Start, func(m jsonspan.Member) bool {
 		ow.Sep()
 		ow.B = append(ow.B, doc[m.Key.Start:m.Key.End]...)
 		ow.B = append(ow.B, ':')
@@ -1083,7 +1085,7 @@ func (s *schemaWriter) schemaMap(out []byte, v jsonspan.Span) []byte {
 		return append(out, doc[v.Start:v.End]...)
 	}
 	ow := jsonspan.NewObj(out)
-	jsonspan.EachMember(doc, v.Start, func(m jsonspan.Member) bool {
+	s.eachMember(v.Start, func(m jsonspan.Member) bool {
 		ow.Sep()
 		ow.B = append(ow.B, doc[m.Key.Start:m.Key.End]...)
 		ow.B = append(ow.B, ':')
@@ -1103,7 +1105,7 @@ func (s *schemaWriter) schemaList(out []byte, v jsonspan.Span, addNull bool) []b
 	out = append(out, '[')
 	n := 0
 	hasNull := false
-	jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+	s.eachElement(v.Start, func(el jsonspan.Span) bool {
 		if n > 0 {
 			out = append(out, ',')
 		}
@@ -1356,7 +1358,7 @@ func (s *schemaWriter) enum(out []byte, v jsonspan.Span, nullable bool) ([]byte,
 		return append(out, doc[v.Start:v.End]...), false
 	}
 	hasNull, plain := false, true
-	jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+	s.eachElement(v.Start, func(el jsonspan.Span) bool {
 		switch doc[el.Start] {
 		case 'n':
 			hasNull = true
@@ -1372,7 +1374,7 @@ func (s *schemaWriter) enum(out []byte, v jsonspan.Span, nullable bool) ([]byte,
 	}
 	out = append(out, '[')
 	n := 0
-	jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
+	s.eachElement(v.Start, func(el jsonspan.Span) bool {
 		if doc[el.Start] == 'n' && s.r.enumString {
 			return true // null is nullable's business
 		}
@@ -1429,7 +1431,7 @@ func (s *schemaWriter) listHas(o *schemaObj, t string) bool {
 		return false
 	}
 	found := false
-	jsonspan.EachElement(s.doc, o.value(o.typ).Start, func(el jsonspan.Span) bool {
+	s.eachElement(o.value(o.typ).Start, func(el jsonspan.Span) bool {
 		found = found || isString(s.doc, el, t)
 		return !found
 	})

@@ -456,12 +456,15 @@ func (t *ToolsNormalizeSchema) params(sw *schemaWriter, arena *[]byte, doc []byt
 	var res paramsOut
 	src, span := doc, p
 	var pr *prep
+	var index *spanIndex
 	if rules.prepares(strict) {
-		if tree := readTree(doc, p, 0); tree != nil {
+		var tree *tnode
+		if tree, index = readTreeIndexed(doc, p, 0, true); tree != nil {
 			pr = &prep{r: rules, root: tree}
 			if pr.prepare() {
 				src = pr.root.append(nil)
 				span = jsonspan.Span{Start: 0, End: len(src)}
+				index = nil
 			}
 			res.prepUnfit = pr.unfit
 			if rules.encodeOpaque && pr.root.kind == '{' && opaque(pr.root) {
@@ -474,6 +477,10 @@ func (t *ToolsNormalizeSchema) params(sw *schemaWriter, arena *[]byte, doc []byt
 		}
 	}
 	sw.reset(src, rules, span, n)
+	if index == nil {
+		index = indexSchema(src, span)
+	}
+	sw.index = index
 	if pr != nil && pr.badRef != "" {
 		res.err = schemaError("schema_ref_unresolved", sw.loc(),
 			"the schema of %s refers to %q, which is not a schema of the same document", sw.loc(), pr.badRef)

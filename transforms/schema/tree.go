@@ -21,52 +21,149 @@ type tnode struct {
 }
 
 // readTree reads the value at v of doc; nil when it nests deeper than
-// the writer takes (the writer then says so).
+// the writer takes (the writer then says so), or is not one JSON value.
+// One pass: each byte is read once, whatever the nesting.
 func readTree(doc []byte, v jsonspan.Span, depth int) *tnode {
-	if depth > maxSchemaNesting+1 {
-		return nil
+	n, _ := readTreeIndexed(doc, v, depth, false)
+	return n
+}
+
+// readTreeIndexed is readTree that also indexes the value's objects and
+// arrays for the writer (spanIndex) when asked, in the same pass.
+func readTreeIndexed(doc []byte, v jsonspan.Span, depth int, index bool) (*tnode, *spanIndex) {
+	p := treeParser{}
+	if index {
+		p.ix = &spanIndex{objs: map[int][]jsonspan.Member{}, arrs: map[int][]jsonspan.Span{}}
 	}
-	n := &tnode{raw: doc[v.Start:v.End]}
-	switch doc[v.Start] {
+	n, end := p.parse(doc[:v.End], v.Start, depth)
+	if n == nil || jsonspan.SkipSpace(doc[:v.End], end) != v.End {
+		return nil, nil
+	}
+	return n, p.ix
+}
+
+// treeParser reads a tree, its nodes allocated in slabs rather than one
+// by one (a schema has thousands of values), and indexes it when ix is
+// set.
+type treeParser struct {
+	slab []tnode
+	ix   *spanIndex
+}
+
+func (p *treeParser) node() *tnode {
+	if len(p.slab) == 0 {
+		p.slab = make([]tnode, 64)
+	}
+	n := &p.slab[0]
+	p.slab = p.slab[1:]
+	return n
+}
+
+// parse reads the value starting at doc[i] and returns it with the index
+// past it; nil when it is not JSON or nests too deep.
+func (p *treeParser) parse(doc []byte, i, depth int) (*tnode, int) {
+	if depth > maxSchemaNesting+1 || i >= len(doc) {
+		return nil, -1
+	}
+	start := i
+	switch doc[i] {
 	case '{':
+		n := p.node()
 		n.kind = '{'
-		ok := true
-		jsonspan.EachMember(doc, v.Start, func(m jsonspan.Member) bool {
-			c := readTree(doc, m.Value, depth+1)
-			if c == nil {
-				ok = false
-				return false
+		var ms []jsonspan.Member
+		i = jsonspan.SkipSpace(doc, i+1)
+		if i < len(doc) && doc[i] == '}' {
+			n.raw = doc[start : i+1]
+			if p.ix != nil {
+				p.ix.objs[start] = ms
 			}
-			k := jsonspan.KeyName(doc, m.Key)
+			return n, i + 1
+		}
+		for i < len(doc) && doc[i] == '"' {
+			ke := jsonspan.SkipString(doc, i)
+			if ke < 0 {
+				return nil, -1
+			}
+			k := jsonspan.KeyName(doc, jsonspan.Span{Start: i, End: ke})
 			if !utf8.ValidString(k) {
 				// As it is written out again, and as the model
 				// writes it back: with U+FFFD for the bad bytes.
 				k = strings.ToValidUTF8(k, "\uFFFD")
 			}
+			ks := i
+			i = jsonspan.SkipSpace(doc, ke)
+			if i >= len(doc) || doc[i] != ':' {
+				return nil, -1
+			}
+			vs := jsonspan.SkipSpace(doc, i+1)
+			c, e := p.parse(doc, vs, depth+1)
+			if c == nil {
+				return nil, -1
+			}
 			n.keys = append(n.keys, k)
 			n.vals = append(n.vals, c)
-			return true
-		})
-		if !ok {
-			return nil
+			if p.ix != nil {
+				ms = append(ms, jsonspan.Member{Key: jsonspan.Span{Start: ks, End: ke}, Value: jsonspan.Span{Start: vs, End: e}})
+			}
+			i = jsonspan.SkipSpace(doc, e)
+			if i < len(doc) && doc[i] == ',' {
+				i = jsonspan.SkipSpace(doc, i+1)
+				continue
+			}
+			if i < len(doc) && doc[i] == '}' {
+				n.raw = doc[start : i+1]
+				if p.ix != nil {
+					p.ix.objs[start] = ms
+				}
+				return n, i + 1
+			}
+			return nil, -1
 		}
+		return nil, -1
 	case '[':
+		n := p.node()
 		n.kind = '['
-		ok := true
-		jsonspan.EachElement(doc, v.Start, func(el jsonspan.Span) bool {
-			c := readTree(doc, el, depth+1)
+		var els []jsonspan.Span
+		i = jsonspan.SkipSpace(doc, i+1)
+		if i < len(doc) && doc[i] == ']' {
+			n.raw = doc[start : i+1]
+			if p.ix != nil {
+				p.ix.arrs[start] = els
+			}
+			return n, i + 1
+		}
+		for i < len(doc) {
+			c, e := p.parse(doc, i, depth+1)
 			if c == nil {
-				ok = false
-				return false
+				return nil, -1
 			}
 			n.vals = append(n.vals, c)
-			return true
-		})
-		if !ok {
-			return nil
+			if p.ix != nil {
+				els = append(els, jsonspan.Span{Start: i, End: e})
+			}
+			i = jsonspan.SkipSpace(doc, e)
+			if i < len(doc) && doc[i] == ',' {
+				i = jsonspan.SkipSpace(doc, i+1)
+				continue
+			}
+			if i < len(doc) && doc[i] == ']' {
+				n.raw = doc[start : i+1]
+				if p.ix != nil {
+					p.ix.arrs[start] = els
+				}
+				return n, i + 1
+			}
+			return nil, -1
 		}
+		return nil, -1
 	}
-	return n
+	e := jsonspan.SkipValue(doc, i) // a scalar: no nesting to read twice
+	if e < 0 {
+		return nil, -1
+	}
+	n := p.node()
+	n.raw = doc[start:e]
+	return n, e
 }
 
 // scalar builds a leaf from its JSON text.
