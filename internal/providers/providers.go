@@ -72,6 +72,58 @@ type Profile struct {
 	StreamThinking bool
 	// Verbosity: the provider takes OpenAI's verbosity field.
 	Verbosity bool
+	// NoJSONSchema: the provider's response_format takes json_object but
+	// not json_schema.
+	NoJSONSchema bool
+	// OutputCaps are the most output tokens a request may ask of the
+	// models matching each glob, first match first; a model none matches
+	// has no known cap.
+	OutputCaps []ModelCap
+}
+
+// ModelCap is the output cap of the models whose lower-cased name matches
+// Glob (`*` any run, `?` one character).
+type ModelCap struct {
+	Glob string
+	Max  int
+}
+
+// OutputCap returns the output cap of model, 0 when none is known. Names
+// are matched lower-cased: providers spell them both ways (MiniMax-M2,
+// minimax-m2) and take either.
+func (p Profile) OutputCap(model string) int {
+	m := strings.ToLower(model)
+	for _, c := range p.OutputCaps {
+		if globMatch(c.Glob, m) {
+			return c.Max
+		}
+	}
+	return 0
+}
+
+// globMatch reports whether the whole of s matches pattern: `*` any run of
+// bytes, `?` one byte (the globs and names here are ASCII). It backtracks
+// to the last star only, so it stays linear in practice.
+func globMatch(pattern, s string) bool {
+	p, i, starP, starI := 0, 0, -1, 0
+	for i < len(s) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			starP, starI = p, i
+			p++
+		case p < len(pattern) && (pattern[p] == '?' || pattern[p] == s[i]):
+			p, i = p+1, i+1
+		case starP >= 0:
+			starI++
+			p, i = starP+1, starI
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
 }
 
 var (
@@ -128,7 +180,15 @@ var profiles = map[string]Profile{
 				return append(dst, `,"thinking":{"type":"enabled"},"reasoning_effort":"max"`...)
 			}
 			return append(dst, `,"thinking":{"type":"enabled"},"reasoning_effort":"high"`...)
-		}},
+		},
+		// V4 answers a larger value with "the valid range of max_tokens is
+		// [1, 393216]" (anthropic-messages-bridge.md §4); the V3 aliases
+		// take 8K (deepseek-chat, CLIProxyAPI#599) and 64K
+		// (deepseek-reasoner), api-docs.deepseek.com/quick_start/pricing.
+		// JSON output is response_format json_object alone
+		// (api-docs.deepseek.com/guides/json_mode).
+		NoJSONSchema: true,
+		OutputCaps:   []ModelCap{{"deepseek-v4*", 393216}, {"deepseek-chat", 8192}, {"deepseek-reasoner", 65536}}},
 	// tool_choice modes not stated: the two every API has. Kimi refuses
 	// tool-call messages without reasoning_content while thinking (code
 	// 20015).
@@ -139,7 +199,12 @@ var profiles = map[string]Profile{
 				return append(dst, `,"thinking":{"type":"disabled"}`...)
 			}
 			return dst
-		}},
+		},
+		// Kimi counts the input and max_tokens against the window, 256K
+		// for K2.x (platform.kimi.ai model list; anthropic-messages-
+		// bridge.md §4): no request may ask more. The moonshot-v1 names
+		// give their window.
+		OutputCaps: []ModelCap{{"kimi-k2*", 262144}, {"moonshot-v1-8k*", 8192}, {"moonshot-v1-32k*", 32768}, {"moonshot-v1-128k*", 131072}}},
 	// "auto" only; name rule not found. GLM drops earlier turns' reasoning
 	// unless clear_thinking is false ("preserved thinking"); then it wants
 	// it back, complete and in order.
@@ -150,7 +215,10 @@ var profiles = map[string]Profile{
 				return append(dst, `,"thinking":{"type":"disabled"}`...)
 			}
 			return append(dst, `,"thinking":{"type":"enabled","clear_thinking":false}`...)
-		}},
+		},
+		// docs.z.ai model pages: GLM-4.5 and 4.5-Air 96K output, GLM-4.6
+		// 128K; the later models no less, so 4.6's cap is kept for them.
+		OutputCaps: []ModelCap{{"glm-4.5*", 98304}, {"glm-4.6*", 131072}, {"glm-4.7*", 131072}, {"glm-5*", 131072}}},
 	// Cap and name rule not found; thinks on streams only.
 	"qwen": {ToolChoice: modesAll, ThinkingToolChoice: modesUnforced, MaxTools: SafeMaxTools, NamePattern: SafeNamePattern,
 		ThinkingModels: []string{"qwq*", "*-thinking*"}, ThinkingFields: []string{"enable_thinking=true"},
@@ -159,14 +227,21 @@ var profiles = map[string]Profile{
 				return dst
 			}
 			return append(dst, `,"enable_thinking":`+strconv.FormatBool(effort != "none")...)
-		}},
+		},
+		// Alibaba Model Studio's model list: qwen3-max and qwen3-coder-plus
+		// 64K output (also Vercel AI Gateway's qwen3-max page), qwen-max 8K.
+		OutputCaps: []ModelCap{{"qwen3-max*", 65536}, {"qwen3-coder-plus*", 65536}, {"qwen-max", 8192}, {"qwen-max-*", 8192}}},
 	// Cap and name rule not found. MiniMax keeps thinking apart from
 	// content only when asked to.
 	"minimax": {ToolChoice: modesAll, ThinkingToolChoice: modesAll, MaxTools: SafeMaxTools, NamePattern: SafeNamePattern,
 		MaxTokensField: "max_tokens", MaxTokens: 32768, Reasoning: ReasoningReplay, Effort: func(dst []byte, effort string) []byte {
 			dst = append(dst, `,"reasoning_split":true`...)
 			return thinkingSwitch("adaptive")(dst, effort)
-		}},
+		},
+		// M2's window is 204,800 tokens, output included (platform.minimax.io
+		// model list; Vercel AI Gateway's MiniMax M2 page gives the same
+		// for output); M2.1's lightning variant 131,072.
+		OutputCaps: []ModelCap{{"minimax-m2.1-lightning*", 131072}, {"minimax-m2*", 204800}}},
 	"gemini": {ToolChoice: modesAll, ThinkingToolChoice: modesAll, MaxTools: 128, NamePattern: `^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$`,
 		MaxTokensField: "max_tokens", MaxTokens: 32768, Reasoning: ReasoningStrip, Effort: effortField},
 	// No "none"; Claude refuses a forced choice while thinking; no cap
