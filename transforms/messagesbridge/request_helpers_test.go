@@ -27,6 +27,20 @@ func rqRun(t *testing.T, rules, body string) (string, *transforms.Exchange, erro
 	return string(out), x, err
 }
 
+// rqDirect runs the bridge's request phase alone, configured as m, on an
+// exchange whose client asked for model, and returns its record.
+func rqDirect(t *testing.T, m MessagesToChat, model, body string) (string, *bridgeRecord, error) {
+	t.Helper()
+	if err := m.Provision(transformtest.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	x := transforms.NewExchange(transforms.ProtocolMessages, transforms.Limits{}, nil)
+	x.Model = model
+	x.SetUpstreamPath("/v1/messages")
+	out, err := m.RewriteRequest(x, []byte(body))
+	return string(out), m.record(x), err
+}
+
 // rqDecisions lists the exchange's decisions as "tool action".
 func rqDecisions(x *transforms.Exchange) []string {
 	var out []string

@@ -19,6 +19,7 @@ func (b *msgBuild) readParams(f *topFields) error {
 		if doc[v.Start] != '{' {
 			return badRequest("output_config", "output_config must be an object")
 		}
+		b.x.Decide("output_config", "drop", "read for the effort and the format, which Chat takes in members of its own")
 		var g [2]jsonspan.Span
 		jsonspan.ObjectFields(doc, v.Start, []string{"effort", "format"}, g[:])
 		effort = g[0]
