@@ -122,17 +122,17 @@ func TestMessagesToChatScenarios(t *testing.T) {
 				`{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x.test/ref.png"}},{"type":"text","text":"compare with this"}]}`),
 		},
 		{
-			name:   "6: any with disable_parallel_tool_use: required and parallel_tool_calls false",
-			config: rqDeepSeek,
-			body:   rqBody(`,"tools":[`+rqBashTool+`],"tool_choice":{"type":"any","disable_parallel_tool_use":true}`, rqUserList),
-			want:   rqChat(`,"tools":[`+rqBashChat+`],"tool_choice":"required","parallel_tool_calls":false`+rqMax, rqChatList),
+			name:      "6: any with disable_parallel_tool_use: required and parallel_tool_calls false",
+			config:    rqDeepSeek,
+			body:      rqBody(`,"tools":[`+rqBashTool+`],"tool_choice":{"type":"any","disable_parallel_tool_use":true}`, rqUserList),
+			want:      rqChat(`,"tools":[`+rqBashChat+`],"tool_choice":"required","parallel_tool_calls":false`+rqMax, rqChatList),
 			decisions: []string{"cache_control drop"},
 		},
 		{
-			name:   "6: a choice of the dropped web_search server tool: auto, the tool removed",
-			config: rqDeepSeek,
-			body:   rqBody(`,"tools":[`+rqBashTool+`,{"type":"web_search_20250305","name":"web_search","max_uses":8}],"tool_choice":{"type":"tool","name":"web_search"}`, rqUserList),
-			want:   rqChat(`,"tools":[`+rqBashChat+`],"tool_choice":"auto"`+rqMax, rqChatList),
+			name:      "6: a choice of the dropped web_search server tool: auto, the tool removed",
+			config:    rqDeepSeek,
+			body:      rqBody(`,"tools":[`+rqBashTool+`,{"type":"web_search_20250305","name":"web_search","max_uses":8}],"tool_choice":{"type":"tool","name":"web_search"}`, rqUserList),
+			want:      rqChat(`,"tools":[`+rqBashChat+`],"tool_choice":"auto"`+rqMax, rqChatList),
 			decisions: []string{"web_search drop", "tool_choice degrade", "cache_control drop"},
 		},
 		{
@@ -157,9 +157,9 @@ func TestMessagesToChatScenarios(t *testing.T) {
 			decisions: []string{"tool_choice degrade", "cache_control drop"},
 		},
 		{
-			name:      "6: GLM takes auto only: none sends no tools",
-			config:    `{"profile":"glm"}`,
-			body:      rqBody(`,"tools":[`+rqBashTool+`],"tool_choice":{"type":"none"}`, rqUserList),
+			name:   "6: GLM takes auto only: none sends no tools",
+			config: `{"profile":"glm"}`,
+			body:   rqBody(`,"tools":[`+rqBashTool+`],"tool_choice":{"type":"none"}`, rqUserList),
 			// GLM's knob asks for preserved thinking even with no effort.
 			want:      rqChat(rqMax+`,"thinking":{"type":"enabled","clear_thinking":false}`, rqChatList),
 			decisions: []string{"tool_choice degrade", "cache_control drop"},
