@@ -459,7 +459,7 @@ func (t *ToolsNormalizeSchema) params(sw *schemaWriter, arena *[]byte, doc []byt
 	var index *spanIndex
 	if rules.prepares(strict) {
 		var tree *tnode
-		if tree, index = readTreeIndexed(doc, p, 0, true); tree != nil {
+		if tree, index = sw.trees.read(doc, p, 0, true); tree != nil {
 			pr = &prep{r: rules, root: tree}
 			if pr.prepare() {
 				src = pr.root.append(nil)
@@ -478,6 +478,8 @@ func (t *ToolsNormalizeSchema) params(sw *schemaWriter, arena *[]byte, doc []byt
 	}
 	sw.reset(src, rules, span, n)
 	if index == nil {
+		// The first pass changed it: read the new bytes once more, which
+		// costs less than the writer's walk without an index.
 		index = indexSchema(src, span)
 	}
 	sw.index = index

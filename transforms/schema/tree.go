@@ -31,7 +31,14 @@ func readTree(doc []byte, v jsonspan.Span, depth int) *tnode {
 // readTreeIndexed is readTree that also indexes the value's objects and
 // arrays for the writer (spanIndex) when asked, in the same pass.
 func readTreeIndexed(doc []byte, v jsonspan.Span, depth int, index bool) (*tnode, *spanIndex) {
-	p := treeParser{}
+	var p treeParser
+	return p.read(doc, v, depth, index)
+}
+
+// read is readTreeIndexed with p's slabs, which the trees of one request
+// share.
+func (p *treeParser) read(doc []byte, v jsonspan.Span, depth int, index bool) (*tnode, *spanIndex) {
+	p.ix = nil
 	if index {
 		p.ix = &spanIndex{objs: map[int][]jsonspan.Member{}, arrs: map[int][]jsonspan.Span{}}
 	}
@@ -48,6 +55,31 @@ func readTreeIndexed(doc []byte, v jsonspan.Span, depth int, index bool) (*tnode
 type treeParser struct {
 	slab []tnode
 	ix   *spanIndex
+	// The members and elements of the containers being read, innermost
+	// last, and the slabs their final slices are cut from: appending to
+	// each container's own slices cost more than the rest of the parse.
+	keys    []string
+	vals    []*tnode
+	members []jsonspan.Member
+	spans   []jsonspan.Span
+	keySlab []string
+	valSlab []*tnode
+	memSlab []jsonspan.Member
+	spnSlab []jsonspan.Span
+}
+
+// cut copies src into a slice of its own length cut from *slab.
+func cut[T any](slab *[]T, src []T) []T {
+	if len(src) == 0 {
+		return nil
+	}
+	if len(*slab) < len(src) {
+		*slab = make([]T, max(256, len(src)))
+	}
+	out := (*slab)[:len(src):len(src)]
+	*slab = (*slab)[len(src):]
+	copy(out, src)
+	return out
 }
 
 func (p *treeParser) node() *tnode {
@@ -70,12 +102,12 @@ func (p *treeParser) parse(doc []byte, i, depth int) (*tnode, int) {
 	case '{':
 		n := p.node()
 		n.kind = '{'
-		var ms []jsonspan.Member
+		kb, vb, mb := len(p.keys), len(p.vals), len(p.members)
 		i = jsonspan.SkipSpace(doc, i+1)
 		if i < len(doc) && doc[i] == '}' {
 			n.raw = doc[start : i+1]
 			if p.ix != nil {
-				p.ix.objs[start] = ms
+				p.ix.objs[start] = nil
 			}
 			return n, i + 1
 		}
@@ -100,10 +132,10 @@ func (p *treeParser) parse(doc []byte, i, depth int) (*tnode, int) {
 			if c == nil {
 				return nil, -1
 			}
-			n.keys = append(n.keys, k)
-			n.vals = append(n.vals, c)
+			p.keys = append(p.keys, k)
+			p.vals = append(p.vals, c)
 			if p.ix != nil {
-				ms = append(ms, jsonspan.Member{Key: jsonspan.Span{Start: ks, End: ke}, Value: jsonspan.Span{Start: vs, End: e}})
+				p.members = append(p.members, jsonspan.Member{Key: jsonspan.Span{Start: ks, End: ke}, Value: jsonspan.Span{Start: vs, End: e}})
 			}
 			i = jsonspan.SkipSpace(doc, e)
 			if i < len(doc) && doc[i] == ',' {
@@ -112,8 +144,11 @@ func (p *treeParser) parse(doc []byte, i, depth int) (*tnode, int) {
 			}
 			if i < len(doc) && doc[i] == '}' {
 				n.raw = doc[start : i+1]
+				n.keys, n.vals = cut(&p.keySlab, p.keys[kb:]), cut(&p.valSlab, p.vals[vb:])
+				p.keys, p.vals = p.keys[:kb], p.vals[:vb]
 				if p.ix != nil {
-					p.ix.objs[start] = ms
+					p.ix.objs[start] = cut(&p.memSlab, p.members[mb:])
+					p.members = p.members[:mb]
 				}
 				return n, i + 1
 			}
@@ -123,12 +158,12 @@ func (p *treeParser) parse(doc []byte, i, depth int) (*tnode, int) {
 	case '[':
 		n := p.node()
 		n.kind = '['
-		var els []jsonspan.Span
+		vb, sb := len(p.vals), len(p.spans)
 		i = jsonspan.SkipSpace(doc, i+1)
 		if i < len(doc) && doc[i] == ']' {
 			n.raw = doc[start : i+1]
 			if p.ix != nil {
-				p.ix.arrs[start] = els
+				p.ix.arrs[start] = nil
 			}
 			return n, i + 1
 		}
@@ -137,9 +172,9 @@ func (p *treeParser) parse(doc []byte, i, depth int) (*tnode, int) {
 			if c == nil {
 				return nil, -1
 			}
-			n.vals = append(n.vals, c)
+			p.vals = append(p.vals, c)
 			if p.ix != nil {
-				els = append(els, jsonspan.Span{Start: i, End: e})
+				p.spans = append(p.spans, jsonspan.Span{Start: i, End: e})
 			}
 			i = jsonspan.SkipSpace(doc, e)
 			if i < len(doc) && doc[i] == ',' {
@@ -148,8 +183,11 @@ func (p *treeParser) parse(doc []byte, i, depth int) (*tnode, int) {
 			}
 			if i < len(doc) && doc[i] == ']' {
 				n.raw = doc[start : i+1]
+				n.vals = cut(&p.valSlab, p.vals[vb:])
+				p.vals = p.vals[:vb]
 				if p.ix != nil {
-					p.ix.arrs[start] = els
+					p.ix.arrs[start] = cut(&p.spnSlab, p.spans[sb:])
+					p.spans = p.spans[:sb]
 				}
 				return n, i + 1
 			}
