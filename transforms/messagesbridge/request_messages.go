@@ -491,36 +491,36 @@ func (b *msgBuild) user(w *writer, i int) error {
 			if g[bCache].Start >= 0 {
 				b.blockCache = true
 			}
-			where := blockWhere(i, k)
+			where := func() string { return blockWhere(i, k) } // for the rare decision or error
 			typ, _ := jsonspan.StringValue(doc, g[bType])
 			switch {
 			case typ == "text":
 				c.addText(inner(doc, g[bText]))
 			case typ == "image":
-				c.parts, err = b.appendImage(c.sep(), g[bSource], where)
+				c.parts, err = b.appendImage(c.sep(), g[bSource], where())
 				c.images = true
 			case typ == "document", typ == "search_result":
 				var t []byte
-				if t, err = b.documentText(g, where); err == nil {
+				if t, err = b.documentText(g, where()); err == nil {
 					c.addText(t)
 				}
 			case typ == "tool_result":
 				id, _ := jsonspan.StringValue(doc, g[bToolUseID])
 				switch key := (pairKey{id, i}); {
 				case !b.uses[pairKey{id, m.prev}]:
-					b.x.Decide(where, "drop", "a tool_result without its tool_use in the message before: Chat refuses it")
+					b.x.Decide(where(), "drop", "a tool_result without its tool_use in the message before: Chat refuses it")
 				case w.written[key]:
-					b.x.Decide(where, "drop", "a second tool_result for the same tool_use")
+					b.x.Decide(where(), "drop", "a second tool_result for the same tool_use")
 				default:
 					w.written[key] = true
-					toolImages, err = b.toolMessage(w, toolImages, g, where)
+					toolImages, err = b.toolMessage(w, toolImages, g, where())
 				}
 			case typ == "mid_conv_system":
 				notes = append(notes, b.texts(g[bContent], "mid_conv_system block"))
 			case typ == "thinking", typ == "redacted_thinking", typ == "tool_use", serverBlock(typ):
-				b.x.Decide(where, "drop", "a "+typ+" block has no place in a Chat user message")
+				b.x.Decide(where(), "drop", "a "+typ+" block has no place in a Chat user message")
 			default:
-				err = unsupportedBlock(where, typ)
+				err = unsupportedBlock(where(), typ)
 			}
 			return err == nil
 		})
@@ -614,7 +614,7 @@ func (b *msgBuild) toolMessage(w *writer, images []byte, g []jsonspan.Span, wher
 		var h [nBlockFields + 1]jsonspan.Span
 		jsonspan.EachObject(doc, c.Start, resultFields, h[:], func(_ jsonspan.Span, h []jsonspan.Span) bool {
 			k++
-			pw := where + ".content[" + strconv.Itoa(k) + "]"
+			pw := func() string { return where + ".content[" + strconv.Itoa(k) + "]" }
 			if h[bCache].Start >= 0 {
 				b.blockCache = true
 			}
@@ -629,7 +629,7 @@ func (b *msgBuild) toolMessage(w *writer, images []byte, g []jsonspan.Span, wher
 				images = append(images, `{"type":"text","text":"[image from tool `...)
 				images = append(images, inner(doc, id)...)
 				images = append(images, `]"},`...)
-				images, err = b.appendImage(images, h[bSource], pw)
+				images, err = b.appendImage(images, h[bSource], pw())
 			case "tool_reference":
 				// The deferred tool it names is sent from this request on
 				// (convertTools); the model learns it in words.
@@ -637,11 +637,11 @@ func (b *msgBuild) toolMessage(w *writer, images []byte, g []jsonspan.Span, wher
 				addText(append(t, " is now available."...))
 			case "document", "search_result":
 				var t []byte
-				if t, err = b.documentText(h, pw); err == nil {
+				if t, err = b.documentText(h, pw()); err == nil {
 					addText(t)
 				}
 			default:
-				err = unsupportedBlock(pw, typ)
+				err = unsupportedBlock(pw(), typ)
 			}
 			return err == nil
 		})
