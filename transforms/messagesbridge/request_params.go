@@ -1,6 +1,7 @@
 package messagesbridge
 
 import (
+	"cmp"
 	"strconv"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
@@ -123,7 +124,7 @@ func (b *msgBuild) readThinking(th, effort jsonspan.Span) error {
 	case "adaptive":
 		b.thinking = true
 		// Anthropic's default effort is high.
-		b.effort = cmpOr(eff, "high")
+		b.effort = cmp.Or(eff, "high")
 	case "enabled":
 		b.thinking = true
 		if eff != "" {
@@ -160,13 +161,6 @@ func effortOfBudget(budget int64) string {
 		return "high"
 	}
 	return "xhigh"
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // readFormat maps output_config.format: json_schema becomes Chat's

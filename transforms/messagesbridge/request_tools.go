@@ -1,6 +1,7 @@
 package messagesbridge
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -85,7 +86,7 @@ func (b *msgBuild) convertTools(ts jsonspan.Span) ([]byte, error) {
 			out = append(out, "}}"...)
 		case slices.ContainsFunc(serverToolPrefixes, func(p string) bool { return strings.HasPrefix(typ, p) }):
 			b.serverTools[name] = true
-			b.x.Decide(cmpOr(name, typ), "drop", "the "+typ+" server tool runs at Anthropic: a Chat upstream has no such tool")
+			b.x.Decide(cmp.Or(name, typ), "drop", "the "+typ+" server tool runs at Anthropic: a Chat upstream has no such tool")
 		default:
 			err = transforms.BadRequest("unsupported_tool", where+".type", "messages_to_chat: %s has the tool type %q, which has no Chat Completions form", where, typ)
 			return jsonspan.StopWalk
