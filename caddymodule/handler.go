@@ -422,6 +422,14 @@ func (h *Handler) rewriteRequest(r *http.Request, x *transforms.Exchange, body [
 		// reverse_proxy forwards the request's own path.
 		r.URL.Path, r.URL.RawPath = p, ""
 	}
+	if x.ClientProtocol() == transforms.ProtocolMessages && x.UpstreamProtocol() != transforms.ProtocolMessages {
+		// Claude Code's ?beta=true is Anthropic's to read; an upstream
+		// of another protocol may refuse a query it does not know.
+		if q := r.URL.Query(); q.Has("beta") {
+			q.Del("beta")
+			r.URL.RawQuery = q.Encode()
+		}
+	}
 	return nil
 }
 

@@ -13,11 +13,13 @@ import (
 type recorder struct {
 	mu     sync.Mutex
 	bodies []string
+	uris   []string
 }
 
 func (u *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	u.mu.Lock()
+	u.uris = append(u.uris, r.URL.RequestURI())
 	u.bodies = append(u.bodies, string(b))
 	u.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")

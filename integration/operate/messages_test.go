@@ -33,6 +33,14 @@ func TestMessagesRoutesAnswerInAnthropicsShape(t *testing.T) {
 		}
 		reverse_proxy `+up+`
 	}
+	handle /bridge/* {
+		llm_transform {
+			rule messages_to_chat {
+				profile deepseek
+			}
+		}
+		reverse_proxy `+up+`
+	}
 	handle /pin/* {
 		llm_transform {
 			max_body_size 2KiB
@@ -79,4 +87,17 @@ func TestMessagesRoutesAnswerInAnthropicsShape(t *testing.T) {
 	if len(seen) != 1 || !strings.Contains(seen[0], `"model":"deepseek-v4-pro"`) || !strings.Contains(seen[0], `"metadata":{"team":"a"}`) {
 		t.Errorf("upstream got %q", seen)
 	}
+	// Bridged to Chat, the request goes to /chat/completions without
+	// Claude Code's ?beta=true; other query parameters stay.
+	u.mu.Lock()
+	u.uris = nil
+	u.mu.Unlock()
+	_, _ = post(t, "/bridge/v1/messages?beta=true&api-version=7", `{"model":"deepseek-v4-pro","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`)
+	u.mu.Lock()
+	uris := u.uris
+	u.mu.Unlock()
+	if len(uris) != 1 || uris[0] != "/bridge/v1/chat/completions?api-version=7" {
+		t.Errorf("bridged request went to %q", uris)
+	}
+	u.take()
 }

@@ -31,7 +31,8 @@ var arrows = map[string]struct{ Imports, TestImports []string }{
 	// Schema tests chain tools_normalize_schema after tools_plan.
 	"transforms/schema": {TestImports: []string{"transforms/toolsplan"}},
 	// Bridge tests chain field_set and tools_plan with the bridge.
-	"transforms/chatbridge": {TestImports: []string{"transforms/fieldset", "transforms/toolsplan"}},
+	"transforms/chatbridge":     {TestImports: []string{"transforms/fieldset", "transforms/toolsplan"}},
+	"transforms/messagesbridge": {TestImports: []string{"transforms/toolsplan"}},
 	// The engine's external tests chain every transform.
 	"transforms": {TestImports: []string{"transforms/all"}},
 }
