@@ -241,3 +241,14 @@ func TestMessagesStreamClaudeCodeToolUseShape(t *testing.T) {
 		t.Fatalf("events differ:\n got %v\nwant %v", g, w)
 	}
 }
+
+// White space written between a call's pieces (some models do) neither
+// opens a text block nor closes the call.
+func TestMessagesStreamSpaceBetweenCallPieces(t *testing.T) {
+	got := rsStream(t, rsRules("qwen", ""), rsChunk(`{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"Read","arguments":"{\"a\":"}}]}`, "null")+
+		rsChunk(`{"content":"\n"}`, "null")+
+		rsChunk(`{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]}`, "null")+
+		rsChunk(`{}`, `"tool_calls"`)+rsDone)
+	rsEqual(t, got, rsStart+rsToolStart(0, "c", "Read")+rsArgs(0, `{"a":`)+rsArgs(0, `1}`)+rsStop(0)+
+		rsEnd(`{"stop_reason":"tool_use","stop_sequence":null}`, rsNoUsage))
+}

@@ -420,6 +420,11 @@ func (s *chatToMessages) keep(esc []byte) {
 // call's block cannot reopen after text.
 func (s *chatToMessages) text(emit transforms.Emit, esc []byte) error {
 	if s.open != 'x' {
+		if (s.open == 'c' || len(s.queue) > 0) && len(trimEscapedSpace(esc)) == 0 {
+			// White space between calls (some models write a newline
+			// there) says nothing, and would close the calls early.
+			return nil
+		}
 		if err := s.settleCalls(emit); err != nil {
 			return err
 		}
@@ -671,6 +676,13 @@ func (s *chatToMessages) upstreamError(emit transforms.Emit, d []byte, e jsonspa
 // End implements StreamTransform: a stream that ends without [DONE] still
 // gets its end, or its error.
 func (s *chatToMessages) End(emit transforms.Emit) error { return s.end(emit) }
+
+// Interface guards
+var (
+	_ transforms.StreamTransform     = (*chatToMessages)(nil)
+	_ transforms.StreamReleaser      = (*chatToMessages)(nil)
+	_ transforms.ErrorStatusRewriter = (*MessagesToChat)(nil)
+)
 
 // --- arguments ---------------------------------------------------------------
 
