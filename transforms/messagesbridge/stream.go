@@ -75,6 +75,7 @@ type streamCall struct {
 	cc     *transforms.ChatCall[*streamCall]
 	idx    int    // its block's index, -1 until opened
 	held   []byte // escaped arguments waiting for the block to open
+	most   int    // the most bytes held, for the gateway's histogram
 	got    bool   // arguments began: the name is whole
 	closed bool   // its block is closed (or it was dropped)
 	late   bool   // arguments after the close were dropped, decided once
@@ -362,7 +363,7 @@ func (s *chatToMessages) closeOpen(emit transforms.Emit, failed bool) error {
 		}
 	case 'c':
 		s.openCall.closed = true
-		s.x.CallBuffered(len(s.openCall.held))
+		s.x.CallBuffered(s.openCall.most)
 		s.openCall = nil
 	}
 	s.open = 0
@@ -484,6 +485,7 @@ func (s *chatToMessages) callDelta(emit transforms.Emit, d []byte, at int) error
 				return s.overLimit(emit, cc.Name, lim)
 			}
 			c.held = append(c.held, args...)
+			c.most = max(c.most, len(c.held))
 		}
 	}
 	return s.advance(emit)
@@ -545,7 +547,6 @@ func (s *chatToMessages) openToolBlock(emit transforms.Emit, q *streamCall) erro
 	if len(q.held) == 0 {
 		return nil
 	}
-	s.x.CallBuffered(len(q.held))
 	held := q.held
 	q.held = nil
 	return s.blockDelta(emit, "input_json_delta", "partial_json", held)

@@ -111,6 +111,13 @@ func TestMessagesStreamInterleavedCalls(t *testing.T) {
 		rsStop(1) +
 		rsEnd(`{"stop_reason":"tool_use","stop_sequence":null}`, rsUsage(100, 20, 0, 0, -1))
 	rsEqual(t, got, want)
+
+	// Only the second call's first piece was held: {\"tz\": as escaped.
+	x := rsExchange(t, rules)
+	replay(t, x, upstream)
+	if b := x.CallBuffers(); len(b) != 2 || b[0] != 0 || b[1] != 8 {
+		t.Fatalf("bytes held per call: %v", b)
+	}
 }
 
 // Calls that come one after another stream live: the second opens as soon
