@@ -8,6 +8,8 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
@@ -58,6 +60,15 @@ type responseWriter struct {
 	// upstreamError: the buffered body is the upstream's error, for the
 	// rules that rewrite errors.
 	upstreamError bool
+
+	// A stream whose rules send keep-alives while the upstream is silent
+	// (transforms.Ticker) is written by the proxy and by a timer: mu
+	// serializes them. lastData is when upstream bytes last came; ticking
+	// stops (stopTick closed, ticked false) once the stream ends.
+	mu       sync.Mutex
+	lastData time.Time
+	ticking  bool
+	stopTick chan struct{}
 }
 
 func (rw *responseWriter) WriteHeader(status int) {
@@ -103,6 +114,10 @@ func (rw *responseWriter) pickMode(status int) writerMode {
 		if rw.stream = rw.x.NewStream(); rw.stream != nil {
 			rw.stream.SpillTo(spillWriter{rw})
 			mode = modeStream
+			if iv := rw.stream.TickInterval(); iv > 0 {
+				rw.ticking, rw.lastData, rw.stopTick = true, time.Now(), make(chan struct{})
+				go rw.keepAlive(iv)
+			}
 		}
 	case json:
 		mode = modeBuffer
@@ -158,8 +173,56 @@ func (rw *responseWriter) Write(p []byte) (int, error) {
 	return rw.ResponseWriter.Write(p)
 }
 
+// keepAlive asks the stream's rules for their keep-alive whenever the
+// upstream has been silent for iv, until the stream ends.
+func (rw *responseWriter) keepAlive(iv time.Duration) {
+	t := time.NewTimer(iv)
+	defer t.Stop()
+	for {
+		select {
+		case <-rw.stopTick:
+			return
+		case <-t.C:
+		}
+		rw.mu.Lock()
+		if !rw.ticking {
+			rw.mu.Unlock()
+			return
+		}
+		next := iv - time.Since(rw.lastData)
+		if next <= 0 {
+			next = iv
+			err := rw.stream.Tick()
+			out := rw.stream.Output()
+			if len(out) > 0 {
+				if _, werr := rw.ResponseWriter.Write(out); werr == nil {
+					_ = rw.controller().Flush()
+				}
+			}
+			if err != nil || rw.stream.Stopped() {
+				rw.ticking = false
+			}
+		}
+		rw.mu.Unlock()
+		t.Reset(next)
+	}
+}
+
+// endTicks stops the keep-alive timer; the caller holds mu.
+func (rw *responseWriter) endTicks() {
+	if rw.ticking {
+		rw.ticking = false
+		close(rw.stopTick)
+	}
+}
+
 // writeStream feeds decoded stream bytes to the rules.
 func (rw *responseWriter) writeStream(p []byte) (int, error) {
+	if rw.stopTick != nil {
+		rw.mu.Lock()
+		defer rw.mu.Unlock()
+		rw.lastData = time.Now()
+	}
 	err := rw.stream.Write(p)
 	if out := rw.stream.Output(); len(out) > 0 {
 		rw.unflushed = true
@@ -192,8 +255,14 @@ type streamWriter struct{ rw *responseWriter }
 
 func (w streamWriter) Write(p []byte) (int, error) { return w.rw.writeStream(p) }
 
-// abandon stops a stream's decoder when the response ends without finish.
+// abandon stops a stream's decoder and keep-alives when the response ends
+// without finish.
 func (rw *responseWriter) abandon() {
+	if rw.stopTick != nil {
+		rw.mu.Lock()
+		rw.endTicks()
+		rw.mu.Unlock()
+	}
 	if rw.dec != nil {
 		rw.dec.abandon()
 	}
@@ -215,6 +284,10 @@ func (rw *responseWriter) FlushError() error {
 		rw.WriteHeader(http.StatusOK)
 	}
 	if rw.mode == modeStream {
+		if rw.stopTick != nil {
+			rw.mu.Lock()
+			defer rw.mu.Unlock()
+		}
 		if rw.flushed && !rw.unflushed {
 			// Nothing new since the last flush: a read whose events the
 			// rules hold (a converted call's partial line) costs no
@@ -242,6 +315,12 @@ func (rw *responseWriter) Flush() { _ = rw.FlushError() }
 func (rw *responseWriter) finish() error {
 	switch rw.mode {
 	case modeStream:
+		if rw.stopTick != nil {
+			// No keep-alive between the upstream's end and ours.
+			rw.mu.Lock()
+			rw.endTicks()
+			rw.mu.Unlock()
+		}
 		if rw.dec != nil {
 			if err := rw.dec.Close(); err != nil {
 				if errors.Is(err, errStreamAborted) {

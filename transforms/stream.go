@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/llmtransform/caddy-llm-transform/streambuf"
@@ -259,6 +260,50 @@ func (s *Stream) Close() error {
 		s.out = append(s.out, "data: [DONE]\n\n"...)
 	}
 	s.out = append(s.out, s.parser.Rest()...)
+	return nil
+}
+
+// Ticker is implemented by stream stages that emit while the upstream is
+// silent: a bridge whose client aborts a stream without events (Claude
+// Code) sends its protocol's keep-alive. The handler calls Tick when no
+// upstream bytes came for TickInterval; events Tick emits go on to the
+// client like any other.
+type Ticker interface {
+	// TickInterval is how long the upstream may be silent before Tick;
+	// zero or less: never.
+	TickInterval() time.Duration
+	// Tick emits what the stage sends during a silence.
+	Tick(emit Emit) error
+}
+
+// TickInterval is the shortest of the stages' silences before a Tick, 0
+// when no stage ticks.
+func (s *Stream) TickInterval() time.Duration {
+	var d time.Duration
+	for _, st := range s.stages {
+		if t, ok := st.(*trackedStream).inner.(Ticker); ok {
+			if i := t.TickInterval(); i > 0 && (d == 0 || i < d) {
+				d = i
+			}
+		}
+	}
+	return d
+}
+
+// Tick asks the stages that tick for what they send during a silence; the
+// result is in Output. Between events only: the caller serializes it with
+// Write and Close.
+func (s *Stream) Tick() error {
+	if s.stopped || s.ending {
+		return nil
+	}
+	for i, st := range s.stages {
+		if t, ok := st.(*trackedStream).inner.(Ticker); ok && t.TickInterval() > 0 {
+			if err := t.Tick(s.emits[i]); err != nil {
+				return s.fail(err)
+			}
+		}
+	}
 	return nil
 }
 

@@ -1,0 +1,73 @@
+package caddymodule
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/llmtransform/caddy-llm-transform/transforms"
+)
+
+// tickingStage passes events on and sends a comment-free keep-alive event
+// whenever the handler says the upstream has been silent.
+type tickingStage struct{}
+
+func (tickingStage) Event(ev *transforms.Event, emit transforms.Emit) error { return emit(ev) }
+func (tickingStage) End(transforms.Emit) error                              { return nil }
+func (tickingStage) TickInterval() time.Duration                            { return 20 * time.Millisecond }
+func (tickingStage) Tick(emit transforms.Emit) error {
+	return emit(&transforms.Event{Name: []byte("ping"), Data: []byte(`{"type":"ping"}`)})
+}
+
+// keepAliveRule ticks on every stream.
+type keepAliveRule struct{ pathBridge }
+
+func init() { caddy.RegisterModule(keepAliveRule{}) }
+
+func (keepAliveRule) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: transforms.ModuleID("test_keep_alive"), New: func() caddy.Module { return new(keepAliveRule) }}
+}
+
+func (keepAliveRule) BridgedProtocol(p transforms.Protocol) transforms.Protocol { return p }
+func (keepAliveRule) RewriteRequest(_ *transforms.Exchange, b []byte) ([]byte, error) {
+	return b, nil
+}
+func (keepAliveRule) WantsResponse(*transforms.Exchange) bool { return true }
+func (keepAliveRule) NewStream(*transforms.Exchange) transforms.StreamTransform {
+	return tickingStage{}
+}
+
+// TestSilentUpstreamGetsKeepAlives: while the upstream is silent in the
+// middle of a stream, a rule that ticks sends its keep-alive, flushed, and
+// nothing once the upstream speaks again or the stream ends; the
+// upstream's events pass in order around them.
+func TestSilentUpstreamGetsKeepAlives(t *testing.T) {
+	h := provisioned(t, &Handler{Rules: []transforms.RuleConfig{{Transform: "test_keep_alive"}}})
+	rec := serve(t, h, customRequest, func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		_, _ = io.WriteString(w, "data: {\"n\":1}\n\n")
+		_ = rc.Flush()
+		time.Sleep(130 * time.Millisecond) // about six intervals of silence
+		_, _ = io.WriteString(w, "data: {\"n\":2}\n\n")
+		_ = rc.Flush()
+		return nil
+	})
+	body := rec.Body.String()
+	first, last := strings.Index(body, `{"n":1}`), strings.Index(body, `{"n":2}`)
+	pings := strings.Count(body, "data: {\"type\":\"ping\"}\n\n") // (framed as the upstream frames)
+	if first < 0 || last < first || pings < 2 || pings > 8 {
+		t.Fatalf("%d pings in %q", pings, body)
+	}
+	if strings.Contains(body[last:], "ping") || strings.Contains(body[:first], "ping") {
+		t.Errorf("a ping outside the silence: %q", body)
+	}
+	time.Sleep(60 * time.Millisecond)
+	if got := rec.Body.String(); got != body {
+		t.Errorf("written after the stream ended: %q", got[len(body):])
+	}
+}
