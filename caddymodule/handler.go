@@ -304,8 +304,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// Deferred so that streams are counted when they end, also when the
 	// proxy aborts them with a panic.
 	defer observe(r, x)
-	if err := h.rewriteRequest(r, x, body, lease); err != nil {
+	final, err := h.rewriteRequest(r, x, body, lease)
+	if err != nil {
 		return h.refuseRewrite(w, err, proto)
+	}
+	if x.AnswersLocally() {
+		a, _ := x.LocalAnswer(final.Bytes())
+		// A rule answers this request itself: the upstream never sees it.
+		w.Header().Set("Content-Type", a.ContentType)
+		w.Header().Set("Content-Length", strconv.Itoa(len(a.Body)))
+		w.WriteHeader(a.Status)
+		_, err := w.Write(a.Body)
+		return err
 	}
 	if !x.WantsResponse() {
 		return next.ServeHTTP(w, r)
@@ -401,11 +411,11 @@ func (h *Handler) requestModel(chain *transforms.Chain, x *transforms.Exchange, 
 
 // rewriteRequest runs the request rules and makes what they produced the
 // body and path the upstream receives.
-func (h *Handler) rewriteRequest(r *http.Request, x *transforms.Exchange, body []byte, lease *bodyLease) error {
+func (h *Handler) rewriteRequest(r *http.Request, x *transforms.Exchange, body []byte, lease *bodyLease) (*transforms.RequestBody, error) {
 	x.SetUpstreamPath(r.URL.Path)
 	out, err := x.RewriteRequestBody(body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(x.Applied()) > 0 { // a rule changed the body
 		setLeasedReader(r, out.Len(), out.NewReader, lease)
@@ -430,7 +440,7 @@ func (h *Handler) rewriteRequest(r *http.Request, x *transforms.Exchange, body [
 			r.URL.RawQuery = q.Encode()
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // refuseRewrite answers a request the rules refused, in the client's error

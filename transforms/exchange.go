@@ -61,6 +61,8 @@ type Exchange struct {
 	Replacer *caddy.Replacer
 
 	client Protocol
+	// local is the answer a rule gives itself (AnswerLocally).
+	local func([]byte) LocalAnswer
 	// protos[i] is the protocol of the request body as bound rule i gets
 	// it; protos[len(rules)] is the upstream's.
 	protos []Protocol
@@ -193,6 +195,34 @@ func (x *Exchange) ReplacePathSuffix(suffix, repl string) bool {
 	x.path = p[:len(p)-len(suffix)] + repl
 	return true
 }
+
+// LocalAnswer is a response the gateway gives a request itself, without
+// calling the upstream.
+type LocalAnswer struct {
+	Status      int
+	ContentType string
+	Body        []byte
+}
+
+// AnswerLocally has the gateway answer this request itself once every
+// request phase has run (a bridge answering Anthropic's count_tokens for
+// an upstream that has none): answer gets the body as the last rule left
+// it, and the upstream is never called. The last rule to ask wins.
+func (x *Exchange) AnswerLocally(answer func(final []byte) LocalAnswer) { x.local = answer }
+
+// LocalAnswer is the answer a rule asked the gateway to give for final,
+// the body the request phases produced; ok is false when the request goes
+// upstream.
+func (x *Exchange) LocalAnswer(final []byte) (a LocalAnswer, ok bool) {
+	if x.local == nil {
+		return LocalAnswer{}, false
+	}
+	return x.local(final), true
+}
+
+// AnswersLocally reports whether a rule asked to answer the request
+// itself (LocalAnswer).
+func (x *Exchange) AnswersLocally() bool { return x.local != nil }
 
 // Record returns the value stored under key, creating it with mk on first
 // use. Transforms keep per-request state here; the key is usually a value

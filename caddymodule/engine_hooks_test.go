@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,40 @@ func TestSilentUpstreamGetsKeepAlives(t *testing.T) {
 	time.Sleep(60 * time.Millisecond)
 	if got := rec.Body.String(); got != body {
 		t.Errorf("written after the stream ended: %q", got[len(body):])
+	}
+}
+
+// localRule answers every request itself with the size of the body the
+// request phases left.
+type localRule struct{ pathBridge }
+
+func init() { caddy.RegisterModule(localRule{}) }
+
+func (localRule) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: transforms.ModuleID("test_local_answer"), New: func() caddy.Module { return new(localRule) }}
+}
+
+func (localRule) BridgedProtocol(p transforms.Protocol) transforms.Protocol { return p }
+func (localRule) RewriteRequest(x *transforms.Exchange, b []byte) ([]byte, error) {
+	x.AnswerLocally(func(final []byte) transforms.LocalAnswer {
+		return transforms.LocalAnswer{Status: 200, ContentType: "application/json", Body: []byte(`{"input_tokens":` + strconv.Itoa(len(final)) + `}`)}
+	})
+	return append([]byte(nil), b...), nil
+}
+
+// TestRuleAnswersLocally: a rule that answers a request itself gets the
+// body every request phase left, and the upstream is never called.
+func TestRuleAnswersLocally(t *testing.T) {
+	h := provisioned(t, &Handler{Rules: []transforms.RuleConfig{
+		{Transform: "test_local_answer"},
+		{Transform: "field_set", Config: []byte(`{"path":"model","value":"longer-model-name"}`)},
+	}})
+	rec := serve(t, h, customRequest, func(w http.ResponseWriter, r *http.Request) error {
+		t.Error("the upstream was called")
+		return nil
+	})
+	want := `{"input_tokens":` + strconv.Itoa(len(customRequest)+len("longer-model-name")-1) + `}`
+	if rec.Code != 200 || rec.Body.String() != want || rec.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("%d %s %q, want %s", rec.Code, rec.Header().Get("Content-Type"), rec.Body, want)
 	}
 }
