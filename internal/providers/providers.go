@@ -57,6 +57,10 @@ type Profile struct {
 	// ThinkingModels are model globs that always think; ThinkingFields are
 	// request fields (path or path=value) that switch thinking on.
 	ThinkingModels, ThinkingFields []string
+	// DefaultThinkingModels are model globs that think unless the
+	// request switches thinking off (DeepSeek V4): a request that says
+	// nothing of thinking gets the thinking mode's tool_choice rules.
+	DefaultThinkingModels []string
 
 	// MaxTokensField is the Chat field for the output cap, and MaxTokens
 	// the cap sent when the client gives none (0: send none).
@@ -170,7 +174,10 @@ var profiles = map[string]Profile{
 	// thinking is on unless switched off, and effort is high or max.
 	"deepseek": {ToolChoice: modesAll, ThinkingToolChoice: modesUnforced, MaxTools: SafeMaxTools, NamePattern: `^[a-zA-Z0-9_-]{1,64}$`,
 		ThinkingModels: []string{"deepseek-reasoner"}, ThinkingFields: []string{"thinking.type=enabled", "reasoning_effort", "reasoning.effort"},
-		MaxTokensField: "max_tokens", MaxTokens: 32768, Reasoning: ReasoningReplay, Effort: func(dst []byte, effort string) []byte {
+		// V4 thinks by default (docs.agno.com DeepSeek thinking mode;
+		// AIHubMix's V4 report: "thinks by default").
+		DefaultThinkingModels: []string{"deepseek-v4*"},
+		MaxTokensField:        "max_tokens", MaxTokens: 32768, Reasoning: ReasoningReplay, Effort: func(dst []byte, effort string) []byte {
 			switch effort {
 			case "":
 				return dst

@@ -71,7 +71,7 @@ func (t *MessagesToChat) RewriteRequest(x *transforms.Exchange, body []byte) ([]
 		x.Decide(k, "drop", "a Messages request member with no Chat Completions form")
 	}
 
-	b := &msgBuild{t: t, x: x, doc: body}
+	b := &msgBuild{t: t, x: x, doc: body, reasonLeft: 8*len(body) + t.maxReasoning}
 	if err := b.readParams(&f); err != nil {
 		return nil, err
 	}
@@ -201,6 +201,11 @@ type msgBuild struct {
 	// schemaNote is the instruction that stands in for a JSON schema the
 	// upstream cannot enforce, added to the system message (escaped).
 	schemaNote []byte
+
+	// reasonLeft is how many bytes of reasoning the request's envelopes
+	// may still give back: eight times the body, and one answer's
+	// max_reasoning, far above what real reasoning deflates by.
+	reasonLeft int
 
 	// From the conversation scan.
 	msgs []msgInfo

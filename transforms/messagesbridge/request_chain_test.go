@@ -23,7 +23,8 @@ func TestMessagesToChatLongToolNameThroughToolsPlan(t *testing.T) {
 	if len(long) != 90 || len(short) != 64 {
 		t.Fatal("the names are not 90 and 64 characters long")
 	}
-	body := rqBody(`,"tools":[{"name":"`+long+`","description":"Fetch.","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"`+long+`"}`,
+	// Thinking off: DeepSeek V4 takes no named choice while thinking.
+	body := rqBody(`,"thinking":{"type":"disabled"},"tools":[{"name":"`+long+`","description":"Fetch.","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"`+long+`"}`,
 		rqUserList, `{"role":"assistant","content":[{"type":"tool_use","id":"toolu_m","name":"`+long+`","input":{"q":1}}]}`,
 		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_m","content":"done"}]}`)
 
@@ -41,7 +42,7 @@ func TestMessagesToChatLongToolNameThroughToolsPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	transformtest.Accepted(t, []byte(out), nil, rqChat(`,"tools":[{"type":"function","function":{"name":"`+short+`","description":"Fetch.","parameters":{"type":"object"}}}],`+
-		`"tool_choice":{"type":"function","function":{"name":"`+short+`"}}`+rqMax,
+		`"tool_choice":{"type":"function","function":{"name":"`+short+`"}}`+rqMax+`,"thinking":{"type":"disabled"}`,
 		rqChatList, `{"role":"assistant","content":"","reasoning_content":"","tool_calls":[{"id":"toolu_m","type":"function","function":{"name":"`+short+`","arguments":"{\"q\":1}"}}]}`,
 		`{"role":"tool","tool_call_id":"toolu_m","content":"done"}`))
 	if x.UpstreamPath() != "/v1/chat/completions" {

@@ -18,6 +18,23 @@ import (
 // upstream's prefix cache would ever hit.
 const billingPrefix = "x-anthropic-billing-header:"
 
+const billingReason = "the billing attribution line changes per conversation and would defeat the upstream's prefix cache"
+
+// afterLine is what follows the first line of esc, a JSON string's
+// inside as escaped (the line ends at an escaped newline), nil when it is
+// one line.
+func afterLine(esc []byte) []byte {
+	for i := 0; i+1 < len(esc); i++ {
+		if esc[i] == '\\' {
+			if esc[i+1] == 'n' {
+				return esc[i+2:]
+			}
+			i++ // the escaped character is no line end
+		}
+	}
+	return nil
+}
+
 // Field names read from each message and each content block.
 var (
 	messageFields = []string{"role", "content"}
@@ -178,7 +195,14 @@ func (b *msgBuild) writeMessages(out []byte, system jsonspan.Span) ([]byte, erro
 	switch {
 	case system.Start < 0 || jsonspan.IsNull(doc, system):
 	case doc[system.Start] == '"':
-		sys = append(sys, inner(doc, system)...)
+		text := inner(doc, system)
+		if bytes.HasPrefix(text, []byte(billingPrefix)) {
+			// A system string whose first line is the billing line
+			// (the SDKs' form of it).
+			b.x.Decide("system", "drop_line", billingReason)
+			text = afterLine(text)
+		}
+		sys = append(sys, text...)
 	case doc[system.Start] == '[':
 		var err error
 		k := -1
@@ -194,7 +218,7 @@ func (b *msgBuild) writeMessages(out []byte, system jsonspan.Span) ([]byte, erro
 			}
 			text := inner(doc, g[bText])
 			if bytes.HasPrefix(text, []byte(billingPrefix)) {
-				b.x.Decide("system["+strconv.Itoa(k)+"]", "drop", "the billing attribution line changes per conversation and would defeat the upstream's prefix cache")
+				b.x.Decide("system["+strconv.Itoa(k)+"]", "drop", billingReason)
 				return true
 			}
 			sys = join(sys, text)
@@ -446,11 +470,19 @@ func (b *msgBuild) appendCall(calls []byte, g []jsonspan.Span, where string) ([]
 // A signature the gateway sealed carries the text (Claude Code may clear
 // the block's thinking but keeps the signature); any other signature
 // (Anthropic's, after a model switch) is never sent anywhere, and the
-// block's own text stands in.
+// block's own text stands in. The gateway's marks that seal nothing (a
+// cut block, the placeholder of content_block_start) give nothing back:
+// the block's text is then a part of the reasoning, which sent on would
+// pass for the whole.
 func (b *msgBuild) thinkingText(where string, g []jsonspan.Span) ([]byte, bool) {
 	doc := b.doc
 	sig, _ := jsonspan.StringValue(doc, g[bSignature])
-	if !strings.HasPrefix(sig, reasonenv.Prefix) {
+	switch {
+	case strings.HasPrefix(sig, reasonenv.Prefix):
+	case gatewayMark(sig):
+		b.x.Decide(where, "drop", "thinking the gateway marked as not whole (cut at max_reasoning or by a failed stream): never sent back as the whole")
+		return nil, false
+	default:
 		if g[bThinking].Start < 0 || doc[g[bThinking].Start] != '"' {
 			return nil, false
 		}
@@ -458,17 +490,43 @@ func (b *msgBuild) thinkingText(where string, g []jsonspan.Span) ([]byte, bool) 
 		return text, len(text) > 0
 	}
 	// The envelope holds the text as JSON escaped it, up to six bytes
-	// for one; max_reasoning counts decoded bytes.
-	p, text, ok := reasonenv.Open(sig, 6*b.t.maxReasoning+64)
+	// for one; max_reasoning counts decoded bytes. The request's budget
+	// bounds what all its envelopes inflate to: a deflated envelope of
+	// kilobytes can hold megabytes.
+	limit := 6*min(b.t.maxReasoning, b.reasonLeft) + 64
+	p, text, ok := reasonenv.Open(sig, limit)
 	switch {
 	case !ok:
-		b.x.Decide(where, "drop", "a thinking signature that does not open: damaged, or past max_reasoning")
+		b.x.Decide(where, "drop", "a thinking signature that does not open: damaged, past max_reasoning, or past what the request's envelopes may hold")
 		return nil, false
 	case p != b.t.Profile:
 		b.x.Decide(where, "drop", "thinking from another provider ("+p+") is not sent to this one")
 		return nil, false
+	case len(text) > b.t.maxReasoning:
+		// The response side seals no more than max_reasoning.
+		b.x.Decide(where, "drop", "a thinking signature holding more than max_reasoning")
+		return nil, false
+	case len(text) > b.reasonLeft:
+		b.x.Decide(where, "drop", "past what the request's envelopes may hold")
+		return nil, false
 	}
+	b.reasonLeft -= len(text)
 	return appendEscaped(nil, []byte(text)), text != ""
+}
+
+// gatewayMark reports whether sig is one of the gateway's signatures that
+// hold no text: "llmt.pending" or an envelope of another version
+// ("llmt1." …, the cut mark).
+func gatewayMark(sig string) bool {
+	rest, ok := strings.CutPrefix(sig, "llmt")
+	if !ok {
+		return false
+	}
+	i := 0
+	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+		i++
+	}
+	return strings.HasPrefix(rest[i:], ".")
 }
 
 // user writes user message i: the tool messages of its results first, in
@@ -663,6 +721,9 @@ func (b *msgBuild) toolMessage(w *writer, images []byte, g []jsonspan.Span, wher
 // appendImage appends an image block's source as a Chat image_url part.
 func (b *msgBuild) appendImage(dst []byte, src jsonspan.Span, where string) ([]byte, error) {
 	doc := b.doc
+	if src.Start < 0 || doc[src.Start] != '{' {
+		return nil, badRequest(where+".source", "%s has no source object", where)
+	}
 	var s [4]jsonspan.Span
 	jsonspan.ObjectFields(doc, src.Start, []string{"type", "media_type", "data", "url"}, s[:])
 	isStr := func(sp jsonspan.Span) bool { return sp.Start >= 0 && doc[sp.Start] == '"' }
@@ -696,6 +757,9 @@ func (b *msgBuild) documentText(g []jsonspan.Span, where string) ([]byte, error)
 		return append(out, b.texts(g[bContent], "search_result")...), nil
 	}
 	src := g[bSource]
+	if src.Start < 0 || doc[src.Start] != '{' {
+		return nil, badRequest(where+".source", "%s has no source object", where)
+	}
 	var s [3]jsonspan.Span
 	jsonspan.ObjectFields(doc, src.Start, []string{"type", "data", "content"}, s[:])
 	switch typ, _ := jsonspan.StringValue(doc, s[0]); {

@@ -202,6 +202,11 @@ func TestMessagesToChatRefuses(t *testing.T) {
 		{"an unknown block type", rqBody("", `{"role":"user","content":[{"type":"hologram"}]}`), "unsupported_content", "messages[0].content[0].type"},
 		{"a PDF document", rqBody("", `{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBE"}}]}`), "unsupported_content", "messages[0].content[0].source"},
 		{"an image by file id", rqBody("", `{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f_1"}}]}`), "unsupported_content", "messages[0].content[0].source"},
+		// Blocks without a source: a 400, not a crash of the request.
+		{"an image without a source", rqBody("", `{"role":"user","content":[{"type":"image"}]}`), "invalid_request", "messages[0].content[0].source"},
+		{"a document without a source", rqBody("", `{"role":"user","content":[{"type":"document","title":"t"}]}`), "invalid_request", "messages[0].content[0].source"},
+		{"a tool result's image without a source", rqBody("", q, `{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"Read","input":{}}]}`,
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":null}]}]}`), "invalid_request", "messages[2].content[0].content[0].source"},
 		{"system of numbers", rqBody(`,"system":7`, q), "invalid_request", "system"},
 		{"a system block not text", rqBody(`,"system":[{"type":"image"}]`, q), "invalid_request", "system[0]"},
 		{"max_tokens zero", `{"model":"m","max_tokens":0,"messages":[` + q + `]}`, "invalid_request", "max_tokens"},

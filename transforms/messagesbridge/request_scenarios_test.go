@@ -122,11 +122,20 @@ func TestMessagesToChatScenarios(t *testing.T) {
 				`{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x.test/ref.png"}},{"type":"text","text":"compare with this"}]}`),
 		},
 		{
-			name:      "6: any with disable_parallel_tool_use: required and parallel_tool_calls false",
+			name:      "6: any with disable_parallel_tool_use, thinking off: required and parallel_tool_calls false",
 			config:    rqDeepSeek,
-			body:      rqBody(`,"tools":[`+rqBashTool+`],"tool_choice":{"type":"any","disable_parallel_tool_use":true}`, rqUserList),
-			want:      rqChat(`,"tools":[`+rqBashChat+`],"tool_choice":"required","parallel_tool_calls":false`+rqMax, rqChatList),
+			body:      rqBody(`,"thinking":{"type":"disabled"},"tools":[`+rqBashTool+`],"tool_choice":{"type":"any","disable_parallel_tool_use":true}`, rqUserList),
+			want:      rqChat(`,"tools":[`+rqBashChat+`],"tool_choice":"required","parallel_tool_calls":false`+rqMax+`,"thinking":{"type":"disabled"}`, rqChatList),
 			decisions: []string{"cache_control drop"},
+		},
+		{
+			// DeepSeek refuses "required" in thinking mode, and V4 is
+			// in it unless the request switches it off.
+			name:      "6: DeepSeek V4 thinks unless switched off: any without thinking is auto",
+			config:    rqDeepSeek,
+			body:      rqBody(`,"tools":[`+rqBashTool+`],"tool_choice":{"type":"any"}`, rqUserList),
+			want:      rqChat(`,"tools":[`+rqBashChat+`],"tool_choice":"auto"`+rqMax, rqChatList),
+			decisions: []string{"tool_choice degrade", "cache_control drop"},
 		},
 		{
 			name:      "6: a choice of the dropped web_search server tool: auto, the tool removed",

@@ -174,10 +174,21 @@ func (b *msgBuild) convertChoice(c jsonspan.Span, haveTools bool) ([]byte, bool,
 }
 
 // thinkingOn reports whether the upstream thinks on this request: the
-// client asked, or the model always does.
+// client asked, or the model always does, or it does unless switched off
+// and the request did not; never on a non-streaming call to an upstream
+// that thinks on streams only (the bridge switches it off).
 func (b *msgBuild) thinkingOn() bool {
-	if b.thinking {
-		return true
+	k := b.t.knobs
+	match := func(globs []string) bool {
+		return slices.ContainsFunc(globs, func(g string) bool { return transforms.GlobMatch(g, b.model) })
 	}
-	return slices.ContainsFunc(b.t.knobs.ThinkingModels, func(g string) bool { return transforms.GlobMatch(g, b.model) })
+	switch {
+	case k.StreamThinking && !b.stream:
+		return false
+	case b.thinking, match(k.ThinkingModels):
+		return true
+	case b.effort == "none":
+		return false
+	}
+	return match(k.DefaultThinkingModels)
 }

@@ -136,7 +136,7 @@ const zeroUsage = `{"input_tokens":0,"output_tokens":0,"cache_creation_input_tok
 
 // usageFields are the members of a Chat usage object appendUsage reads.
 var usageFields = []string{"prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details",
-	"prompt_cache_hit_tokens", "cached_tokens", "cache_creation_tokens", "cache_write_tokens"}
+	"prompt_cache_hit_tokens", "cached_tokens", "cache_creation_tokens", "cache_write_tokens", "prompt_cache_miss_tokens"}
 
 // appendUsage maps the Chat usage object at u in doc to Messages usage
 // (§5.3): Anthropic counts input without the cached part, so input is
@@ -161,7 +161,7 @@ func appendUsage(dst, doc []byte, u jsonspan.Span) []byte {
 		}
 		return n
 	}
-	var f [8]jsonspan.Span
+	var f [9]jsonspan.Span
 	jsonspan.ObjectFields(doc, u.Start, usageFields, f[:])
 	prompt, completion := num(f[0]), num(f[1])
 	// DeepSeek counts cache hits in prompt_cache_hit_tokens, Kimi in a
@@ -177,6 +177,10 @@ func appendUsage(dst, doc []byte, u jsonspan.Span) []byte {
 		if c := max(num(g[1]), num(g[2])); c > 0 {
 			written = c
 		}
+	}
+	if f[0].Start < 0 && f[8].Start >= 0 {
+		// DeepSeek's prompt is its cache hits and misses.
+		prompt = num(f[8]) + read + written
 	}
 	thinking := jsonspan.NoSpan()
 	if d := f[3]; d.Start >= 0 && doc[d.Start] == '{' {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 
@@ -132,10 +133,7 @@ func (s *chatToMessages) Event(e *transforms.Event, emit transforms.Emit) error 
 		// watch counts; a comment cut off by the end of the stream is
 		// nothing.
 		if bytes.HasSuffix(e.Raw, []byte("\n\n")) || bytes.HasSuffix(e.Raw, []byte("\r\n\r\n")) || bytes.HasSuffix(e.Raw, []byte("\r\r")) {
-			if err := s.start(emit); err != nil {
-				return err
-			}
-			return s.send(emit, evPing, append(s.buf[:0], `{"type":"ping"}`...))
+			return s.Tick(emit)
 		}
 		return nil
 	}
@@ -674,6 +672,27 @@ func (s *chatToMessages) upstreamError(emit transforms.Emit, d []byte, e jsonspa
 	return s.fail(emit, typ, code, msg)
 }
 
+// pingInterval is how long the upstream may be silent before a ping:
+// Claude Code shows a stall hint after 20 s without events and gives up
+// after 5 minutes; pings count as events (§3.2).
+const pingInterval = 15 * time.Second
+
+// TickInterval implements transforms.Ticker.
+func (s *chatToMessages) TickInterval() time.Duration { return pingInterval }
+
+// Tick implements transforms.Ticker: a ping while the upstream is silent
+// (a thinking model may say nothing for minutes), message_start first
+// when nothing came yet, nothing once the message ended.
+func (s *chatToMessages) Tick(emit transforms.Emit) error {
+	if s.ended {
+		return nil
+	}
+	if err := s.start(emit); err != nil {
+		return err
+	}
+	return s.send(emit, evPing, append(s.buf[:0], `{"type":"ping"}`...))
+}
+
 // End implements StreamTransform: a stream that ends without [DONE] still
 // gets its end, or its error.
 func (s *chatToMessages) End(emit transforms.Emit) error { return s.end(emit) }
@@ -683,6 +702,11 @@ var (
 	_ transforms.StreamTransform     = (*chatToMessages)(nil)
 	_ transforms.StreamReleaser      = (*chatToMessages)(nil)
 	_ transforms.ErrorStatusRewriter = (*MessagesToChat)(nil)
+	// transforms.Ticker, spelled out: the handler's side is newer.
+	_ interface {
+		TickInterval() time.Duration
+		Tick(transforms.Emit) error
+	} = (*chatToMessages)(nil)
 )
 
 // --- arguments ---------------------------------------------------------------
