@@ -702,11 +702,7 @@ var (
 	_ transforms.StreamTransform     = (*chatToMessages)(nil)
 	_ transforms.StreamReleaser      = (*chatToMessages)(nil)
 	_ transforms.ErrorStatusRewriter = (*MessagesToChat)(nil)
-	// transforms.Ticker, spelled out: the handler's side is newer.
-	_ interface {
-		TickInterval() time.Duration
-		Tick(transforms.Emit) error
-	} = (*chatToMessages)(nil)
+	_ transforms.Ticker              = (*chatToMessages)(nil)
 )
 
 // --- arguments ---------------------------------------------------------------
