@@ -631,10 +631,13 @@ func (s *chatToMessages) end(emit transforms.Emit) error {
 	return s.send(emit, evMessageStop, append(s.buf[:0], `{"type":"message_stop"}`...))
 }
 
-// fail ends the stream with an error event of Anthropic's type typ: the
-// open block is closed (a thinking block marked cut: its reasoning is not
-// whole), calls not yet opened are dropped, and nothing follows. code is
-// what the gateway counts the failure as.
+// fail ends the stream with an error event of Anthropic's type typ: an
+// open text or thinking block is closed (a thinking block marked cut: its
+// reasoning is not whole); an open call is left open, never stopped, so
+// that no client takes its partial input for a whole call (a tool_use
+// block's stop is when a client may run it); calls not yet opened are
+// dropped; nothing follows. code is what the gateway counts the failure
+// as.
 func (s *chatToMessages) fail(emit transforms.Emit, typ, code, msg string) error {
 	if s.ended {
 		return nil
@@ -643,7 +646,11 @@ func (s *chatToMessages) fail(emit transforms.Emit, typ, code, msg string) error
 		return err
 	}
 	s.think.held = nil
-	if err := s.closeOpen(emit, true); err != nil {
+	if s.open == 'c' {
+		s.x.CallBuffered(s.openCall.most)
+		s.x.Decide(s.openCall.cc.Name, "drop_partial_call", "the stream failed before the call's arguments were complete; its block is left open")
+		s.openCall.closed, s.openCall, s.open = true, nil, 0
+	} else if err := s.closeOpen(emit, true); err != nil {
 		return err
 	}
 	for _, q := range s.queue {

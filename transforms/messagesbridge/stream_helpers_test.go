@@ -255,7 +255,7 @@ func rsEvents(s string) (names []string, data []map[string]any, err error) {
 // opened one at a time, each started empty; deltas of the open block's
 // kind; one signature_delta in every thinking block, after its thinking
 // and before its stop; then message_delta and message_stop, or an error
-// event with no block open, last.
+// event last, with no block open but a call whose input never completed.
 func checkGrammar(s string) error {
 	names, evs, err := rsEvents(s)
 	if err != nil {
@@ -362,8 +362,8 @@ func checkGrammar(s string) error {
 			}
 			ended = true
 		case "error":
-			if open >= 0 {
-				return fmt.Errorf("event %d: error with block %d open", i, open)
+			if open >= 0 && openType != "tool_use" {
+				return fmt.Errorf("event %d: error with %s block %d open", i, openType, open)
 			}
 			er, _ := e["error"].(map[string]any)
 			if t, _ := er["type"].(string); t == "" || er["message"] == nil {
