@@ -9,6 +9,7 @@ package messagesbridge
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 
@@ -66,6 +67,22 @@ type MessagesToChat struct {
 	// says it was cut. Default 4 MiB.
 	MaxReasoning int64 `json:"max_reasoning,omitempty"`
 
+	// PingInterval is how long the upstream may be silent in a stream
+	// before the client gets a ping (Claude Code gives up on a stream
+	// without events). Default 10s.
+	PingInterval caddy.Duration `json:"ping_interval,omitempty"`
+
+	// ServerTools says what becomes of Anthropic's server tools
+	// (web_search_*, web_fetch_*, code_execution_*, …), which a Chat
+	// upstream cannot run: "drop" (the default: left out, with a
+	// decision) or "reject" (a 400 naming the tool).
+	ServerTools string `json:"server_tools,omitempty"`
+
+	// UnsupportedContent says what becomes of an image or document the
+	// profile's upstream cannot take: "placeholder" (the default: a short
+	// text saying what was left out, with a decision) or "reject" (a 400).
+	UnsupportedContent string `json:"unsupported_content,omitempty"`
+
 	knobs        providers.Profile
 	maxReasoning int
 }
@@ -118,9 +135,29 @@ func (t *MessagesToChat) Provision(caddy.Context) error {
 	default:
 		t.maxReasoning = int(t.MaxReasoning)
 	}
+	switch {
+	case t.PingInterval < 0:
+		return fmt.Errorf("ping_interval %v is negative", time.Duration(t.PingInterval))
+	case t.PingInterval == 0:
+		t.PingInterval = caddy.Duration(defaultPingInterval)
+	}
+	switch t.ServerTools {
+	case "", "drop", "reject":
+	default:
+		return fmt.Errorf("server_tools %q: want drop or reject", t.ServerTools)
+	}
+	switch t.UnsupportedContent {
+	case "", "placeholder", "reject":
+	default:
+		return fmt.Errorf("unsupported_content %q: want placeholder or reject", t.UnsupportedContent)
+	}
 	t.knobs = k
 	return nil
 }
+
+// defaultPingInterval keeps a silent stream alive well within Claude
+// Code's 20 s stall hint and 5 minute abort.
+const defaultPingInterval = 10 * time.Second
 
 // UnmarshalCaddyfile sets up the transform from its rule block. Syntax:
 //
@@ -130,6 +167,9 @@ func (t *MessagesToChat) Provision(caddy.Context) error {
 //		reasoning replay|tool_calls|strip
 //		system_messages user|system
 //		max_reasoning <size>
+//		ping_interval <duration>
+//		server_tools drop|reject
+//		unsupported_content placeholder|reject
 //	}
 func (t *MessagesToChat) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	b := transforms.NewRuleBlock(d)
@@ -147,6 +187,20 @@ func (t *MessagesToChat) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = b.One(&t.Reasoning)
 		case "system_messages":
 			err = b.One(&t.SystemMessages)
+		case "ping_interval":
+			var v string
+			if err = b.One(&v); err != nil {
+				break
+			}
+			dur, perr := caddy.ParseDuration(v)
+			if perr != nil || dur <= 0 {
+				return d.Errf("ping_interval: %q is not a positive duration", v)
+			}
+			t.PingInterval = caddy.Duration(dur)
+		case "server_tools":
+			err = b.One(&t.ServerTools)
+		case "unsupported_content":
+			err = b.One(&t.UnsupportedContent)
 		case "max_reasoning":
 			var v string
 			if err = b.One(&v); err != nil {

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/llmtransform/caddy-llm-transform/transforms"
@@ -169,8 +172,16 @@ func TestMessagesStreamTick(t *testing.T) {
 	rec := m.record(x)
 	rec.bridged, rec.model = true, "claude-opus-5-5"
 	s := m.NewStream(x).(*chatToMessages)
-	if s.TickInterval() != pingInterval || pingInterval.Seconds() != 15 {
-		t.Fatalf("interval %v", s.TickInterval())
+	if s.TickInterval() != 10*time.Second {
+		t.Fatalf("default interval %v", s.TickInterval())
+	}
+	m2 := &MessagesToChat{PingInterval: caddy.Duration(5 * time.Millisecond)}
+	if err := m2.Provision(transformtest.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	m2.record(x).bridged = true
+	if iv := m2.NewStream(x).(transforms.Ticker).TickInterval(); iv != 5*time.Millisecond {
+		t.Fatalf("ping_interval 5ms: %v", iv)
 	}
 	var out strings.Builder
 	emit := func(e *transforms.Event) error {

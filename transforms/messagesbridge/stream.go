@@ -679,13 +679,11 @@ func (s *chatToMessages) upstreamError(emit transforms.Emit, d []byte, e jsonspa
 	return s.fail(emit, typ, code, msg)
 }
 
-// pingInterval is how long the upstream may be silent before a ping:
-// Claude Code shows a stall hint after 20 s without events and gives up
-// after 5 minutes; pings count as events (§3.2).
-const pingInterval = 15 * time.Second
-
 // TickInterval implements transforms.Ticker.
-func (s *chatToMessages) TickInterval() time.Duration { return pingInterval }
+// The rule's ping_interval: Claude Code shows a stall hint after 20 s
+// without events and gives up after 5 minutes; pings count as events
+// (§3.2).
+func (s *chatToMessages) TickInterval() time.Duration { return time.Duration(s.t.PingInterval) }
 
 // Tick implements transforms.Ticker: a ping while the upstream is silent
 // (a thinking model may say nothing for minutes), message_start first
