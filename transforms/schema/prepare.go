@@ -32,6 +32,39 @@ type prep struct {
 	// dialect resolves references itself and would refuse it.
 	badRef string
 	depth  int
+	// cloned counts the nodes copied to inline references beside
+	// keywords; past cloneBudget a reference keeps no siblings, as a
+	// recursive one: each copy is walked, and may inline copies of its
+	// own, which doubles per level without a bound.
+	cloned int
+	// nulls memoizes allowsNull by node (nullPending while computed).
+	nulls map[*tnode]uint8
+}
+
+// cloneBudget is the most nodes the first pass copies for a schema of
+// size bytes: the writer's own bound on what inlining may grow to.
+func cloneBudget(size int) int { return max(1<<16, 8*size) }
+
+// clone copies n for another place in the schema, with what the pass
+// recorded of the nodes copied (renamed properties, encoded values): a
+// target already walked keeps its undo in the copy.
+func (p *prep) clone(n *tnode) *tnode {
+	c := &tnode{raw: n.raw, kind: n.kind, dirty: n.dirty}
+	p.cloned++
+	if what, ok := p.encoded[n]; ok {
+		p.encoded[c] = what
+	}
+	if m, ok := p.renamed[n]; ok {
+		p.renamed[c] = m
+	}
+	if n.kind != 0 {
+		c.keys = append([]string(nil), n.keys...)
+		c.vals = make([]*tnode, len(n.vals))
+		for i, v := range n.vals {
+			c.vals[i] = p.clone(v)
+		}
+	}
+	return c
 }
 
 func (p *prep) note(what string) {
@@ -159,6 +192,13 @@ func (p *prep) walk(n *tnode, root bool, kw string) *tnode {
 		if m := p.refSibling(n); m != nil {
 			n = m
 		}
+	}
+	if r.encodeOpaque && !root && opaque(n) && (n.has("type") || impliedType(n) == "") {
+		// Sent as JSON text, told by the tool's own schema: what is
+		// below is the model's to write as the tool wants it, not
+		// rewritten (a map of maps is described as it is, and decoded
+		// whole).
+		return p.encode(n, n)
 	}
 	children(n, func(c *tnode, kw string) *tnode { return p.walk(c, false, kw) })
 	if r.oneOfToAnyOf {
@@ -587,6 +627,12 @@ func (p *prep) encode(n, obj *tnode) *tnode {
 		if t.isStr("object") || t != nil && t.kind == '[' && listHasObject(t) {
 			what = "a JSON object"
 			if ap := obj.get("additionalProperties"); ap != nil && ap.kind == '{' {
+				if ref, ok := ap.get("$ref").str(); ok && len(ap.keys) == 1 {
+					// References go with $defs: the values' own schema.
+					if t := p.chainEnd(ref); t != nil {
+						ap = t
+					}
+				}
 				what += " whose values follow " + compactSchema(ap)
 			} else if pn := obj.get("patternProperties"); pn != nil {
 				what += " whose members follow " + compactSchema(pn)
@@ -676,7 +722,8 @@ func (p *prep) refSibling(n *tnode) *tnode {
 	if !extra {
 		return nil
 	}
-	if (p.recursive[ref] || ref == "#") && n != p.root {
+	overBudget := p.cloned > cloneBudget(len(p.root.raw))
+	if (p.recursive[ref] || ref == "#" || overBudget) && n != p.root {
 		m := objNode("$ref", strNode(ref))
 		for i, k := range n.keys {
 			if contains(p.r.refKeeps, k) || k == "$defs" && n == p.root {
@@ -690,7 +737,7 @@ func (p *prep) refSibling(n *tnode) *tnode {
 	if target == nil || target.kind != '{' || target == n {
 		return nil
 	}
-	m := target.clone()
+	m := p.clone(target)
 	m.dirty = true
 	for i, k := range n.keys {
 		if k != "$ref" {
@@ -730,7 +777,7 @@ func (p *prep) inlineRoot(n *tnode) {
 	n.del("$ref")
 	for i, k := range target.keys {
 		if !n.has(k) {
-			n.set(k, target.vals[i].clone())
+			n.set(k, p.clone(target.vals[i]))
 		}
 	}
 	p.note("inline_refs")
@@ -863,7 +910,7 @@ func (p *prep) moveRefs() {
 		}
 		taken[name] = true
 		targets[ref] = name
-		copies = append(copies, t.clone())
+		copies = append(copies, p.clone(t))
 		names = append(names, name)
 	}
 	for i, c := range copies {

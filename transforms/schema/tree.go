@@ -321,16 +321,3 @@ func (n *tnode) append(out []byte) []byte {
 	}
 	return append(out, n.raw...)
 }
-
-// clone copies n deeply enough that changing the copy leaves n alone.
-func (n *tnode) clone() *tnode {
-	c := &tnode{raw: n.raw, kind: n.kind, dirty: n.dirty}
-	if n.kind != 0 {
-		c.keys = append([]string(nil), n.keys...)
-		c.vals = make([]*tnode, len(n.vals))
-		for i, v := range n.vals {
-			c.vals[i] = v.clone()
-		}
-	}
-	return c
-}

@@ -1,6 +1,9 @@
 package schema
 
 import (
+	"bytes"
+	"encoding/json"
+
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
@@ -24,11 +27,141 @@ type undo struct {
 	tuple    []*undo           // items (or prefixItems) as a list: by position
 	extra    *undo             // additionalProperties' values
 	all      []*undo           // allOf and a reference's target: each applies
-	any      []*undo           // anyOf and oneOf: the first that changes the value
+	any      []branch          // anyOf and oneOf, every branch, nil undo or not
 	enums    map[string]string // the string sent → the enum value's JSON text
 	decode   bool              // the value travels as JSON text
 	anyValue bool              // decode: the tool takes any value, a string too
 	unwrap   string            // the root's arguments travel as this member's JSON text
+}
+
+// branch is one of a union's: its undo (nil: nothing to undo) and the
+// values the rewritten branch takes, by which the value's branch is told.
+type branch struct {
+	u     *undo
+	shape shape
+}
+
+// shape is what a model bound to a rewritten schema writes there: the
+// JSON kinds it takes (0: any), and for an object the members it
+// declares (by their upstream names) and requires; closed: it takes no
+// others.
+type shape struct {
+	kinds    uint8
+	declared map[string]bool
+	required []string
+	closed   bool
+}
+
+const (
+	kindObject uint8 = 1 << iota
+	kindArray
+	kindString
+	kindNumber
+	kindBool
+	kindNull
+)
+
+var kindOfType = map[string]uint8{
+	"object": kindObject, "array": kindArray, "string": kindString,
+	"number": kindNumber, "integer": kindNumber, "boolean": kindBool, "null": kindNull,
+}
+
+// kindOf is the JSON kind of a value.
+func kindOf(v *tnode) uint8 {
+	switch {
+	case v.kind == '{':
+		return kindObject
+	case v.kind == '[':
+		return kindArray
+	case len(v.raw) == 0:
+		return 0
+	}
+	switch v.raw[0] {
+	case '"':
+		return kindString
+	case 't', 'f':
+		return kindBool
+	case 'n':
+		return kindNull
+	}
+	return kindNumber
+}
+
+// fits reports whether the value v is one the branch's shape takes.
+func (s *shape) fits(v *tnode) bool {
+	if s.kinds != 0 && s.kinds&kindOf(v) == 0 {
+		return false
+	}
+	if v.kind != '{' || s.declared == nil {
+		return true
+	}
+	if s.closed {
+		for _, k := range v.keys {
+			if !s.declared[k] {
+				return false
+			}
+		}
+	}
+	for _, k := range s.required {
+		if !v.has(k) {
+			return false
+		}
+	}
+	return true
+}
+
+// shapeOf is the shape of the rewritten schema n, whose undo is u.
+func (b *undoBuilder) shapeOf(n *tnode, u *undo) shape {
+	for hops := 0; hops < 64 && n != nil && n.kind == '{'; hops++ {
+		ref, ok := n.get("$ref").str()
+		if !ok || n.has("type") || n.has("properties") {
+			break
+		}
+		n = b.p.pointer(ref)
+	}
+	var s shape
+	if n == nil || n.kind != '{' {
+		return s
+	}
+	if _, ok := b.p.encoded[n]; ok {
+		return s // a string, or the value itself when the model wrote it
+	}
+	switch t := n.get("type"); {
+	case t == nil:
+	case t.kind == '[':
+		for _, e := range t.vals {
+			if name, ok := e.str(); ok {
+				s.kinds |= kindOfType[name]
+			}
+		}
+	default:
+		name, _ := t.str()
+		s.kinds = kindOfType[name]
+	}
+	if s.kinds != 0 && (n.get("nullable").text() == "true") {
+		s.kinds |= kindNull
+	}
+	if s.kinds != 0 && u != nil && len(u.enums) > 0 {
+		s.kinds |= kindString // enum values sent as strings
+	}
+	if props := n.get("properties"); props != nil && props.kind == '{' && s.kinds&^(kindObject|kindNull) == 0 {
+		s.declared = make(map[string]bool, len(props.keys))
+		for _, k := range props.keys {
+			s.declared[k] = true
+		}
+		closing := b.strict && b.p.r.requireAll && b.p.r.closeObjects
+		s.closed = closing || n.get("additionalProperties").text() == "false"
+		if closing {
+			s.required = props.keys
+		} else if req := n.get("required"); req != nil && req.kind == '[' {
+			for _, e := range req.vals {
+				if k, ok := e.str(); ok && s.declared[k] {
+					s.required = append(s.required, k)
+				}
+			}
+		}
+	}
+	return s
 }
 
 // undoBuilder builds the undo tree of one prepared schema.
@@ -78,10 +211,14 @@ func (b *undoBuilder) build(n *tnode) *undo {
 	}
 	for _, kw := range []string{"anyOf", "oneOf"} {
 		if l := n.get(kw); l != nil && l.kind == '[' {
+			some := false
 			for _, e := range l.vals {
-				if c := b.build(e); c != nil {
-					u.any = append(u.any, c)
-				}
+				c := b.build(e)
+				some = some || c != nil
+				u.any = append(u.any, branch{c, b.shapeOf(e, c)})
+			}
+			if !some {
+				u.any = u.any[:len(u.any)-len(l.vals)]
 			}
 		}
 	}
@@ -116,7 +253,7 @@ func (b *undoBuilder) build(n *tnode) *undo {
 				}
 				u.names[k] = orig
 			}
-			if closing && !required[k] && !(v.kind == '{' && v.get("required").text() == "true") && !allowsNull(b.p, v, 0) {
+			if closing && !required[k] && !(v.kind == '{' && v.get("required").text() == "true") && !b.p.allowsNull(v) {
 				if u.dropNull == nil {
 					u.dropNull = map[string]bool{}
 				}
@@ -142,15 +279,13 @@ func (b *undoBuilder) build(n *tnode) *undo {
 	if r.enumString {
 		if e := n.get("enum"); e != nil && e.kind == '[' {
 			for _, v := range e.vals {
-				if v.kind == 0 && len(v.raw) > 0 && v.raw[0] != '"' && v.text() != "null" {
-					u.enum(v.text())
-				}
+				u.enumValue(v)
 			}
 		}
 	}
 	if r.constEnum {
-		if c := n.get("const"); c != nil && c.kind == 0 && len(c.raw) > 0 && c.raw[0] != '"' && c.text() != "null" {
-			u.enum(c.text())
+		if c := n.get("const"); c != nil {
+			u.enumValue(c)
 		}
 	}
 	if u.empty() {
@@ -161,13 +296,25 @@ func (b *undoBuilder) build(n *tnode) *undo {
 	return u
 }
 
-// enum records a value the dialect sends as a string: its JSON text,
-// which is also the string (10 goes as "10").
-func (u *undo) enum(text string) {
+// enumValue records an enum value the dialect sends as a string (any
+// but a string or null): its JSON text, which is also the string (10 goes
+// as "10", [1, 2] as "[1, 2]"); a list or an object also by its compact
+// text, as a model may write it.
+func (u *undo) enumValue(v *tnode) {
+	if v.kind == 0 && (len(v.raw) == 0 || v.raw[0] == '"' || v.text() == "null") {
+		return
+	}
 	if u.enums == nil {
 		u.enums = map[string]string{}
 	}
+	text := string(v.append(nil))
 	u.enums[text] = text
+	if v.kind != 0 {
+		var c bytes.Buffer
+		if json.Compact(&c, v.raw) == nil {
+			u.enums[c.String()] = text
+		}
+	}
 }
 
 func (u *undo) empty() bool {
@@ -175,54 +322,101 @@ func (u *undo) empty() bool {
 		len(u.all) == 0 && len(u.any) == 0 && len(u.enums) == 0 && !u.decode && u.unwrap == ""
 }
 
-// allowsNull reports whether the tool's schema n takes null.
-func allowsNull(p *prep, n *tnode, depth int) bool {
-	if n == nil || depth > 32 {
+const (
+	nullPending uint8 = iota + 1
+	nullNo
+	nullYes
+)
+
+// allowsNull reports whether the tool's schema n takes null: every
+// keyword of it must (a type, an enum, a const, a union, allOf, a
+// reference). Each node is judged once: a schema reached again while it
+// is being judged (recursion) counts as not taking null through that
+// path, and unions of references to unions cost no more than the schema.
+func (p *prep) allowsNull(n *tnode) bool {
+	if n == nil {
 		return true
 	}
 	if n.kind != '{' {
 		return n.text() != "false"
 	}
-	if t := n.get("type"); t != nil {
-		if t.isStr("null") {
-			return true
-		}
-		if t.kind == '[' {
-			for _, e := range t.vals {
-				if e.isStr("null") {
-					return true
-				}
-			}
-		}
+	if p.nulls == nil {
+		p.nulls = map[*tnode]uint8{}
 	}
+	switch p.nulls[n] {
+	case nullPending, nullNo:
+		return false
+	case nullYes:
+		return true
+	}
+	p.nulls[n] = nullPending
+	ok := p.judgeNull(n)
+	p.nulls[n] = nullNo
+	if ok {
+		p.nulls[n] = nullYes
+	}
+	return ok
+}
+
+func (p *prep) judgeNull(n *tnode) bool {
 	if n.get("nullable").text() == "true" {
 		return true
 	}
-	if e := n.get("enum"); e != nil && e.kind == '[' {
-		for _, v := range e.vals {
-			if v.text() == "null" {
-				return true
-			}
+	ok, said := true, false
+	if t := n.get("type"); t != nil {
+		said = true
+		// (A name that is no type says nothing of null.)
+		takes := func(e *tnode) bool {
+			name, _ := e.str()
+			return name == "null" || kindOfType[name] == 0
 		}
-		return false
+		switch {
+		case t.kind == '[':
+			ok = false
+			for _, e := range t.vals {
+				ok = ok || takes(e)
+			}
+		case t.kind == 0:
+			ok = takes(t)
+		}
+	}
+	if e := n.get("enum"); e != nil && e.kind == '[' {
+		said = true
+		in := false
+		for _, v := range e.vals {
+			in = in || v.text() == "null"
+		}
+		ok = ok && in
 	}
 	if c := n.get("const"); c != nil {
-		return c.text() == "null"
+		said = true
+		ok = ok && c.text() == "null"
 	}
 	for _, kw := range []string{"anyOf", "oneOf"} {
-		if l := n.get(kw); l != nil && l.kind == '[' {
+		if l := n.get(kw); ok && l != nil && l.kind == '[' {
+			said = true
+			some := false
 			for _, e := range l.vals {
-				if allowsNull(p, e, depth+1) {
-					return true
+				if p.allowsNull(e) {
+					some = true
+					break
 				}
 			}
-			return false
+			ok = some
 		}
 	}
-	if ref, ok := n.get("$ref").str(); ok {
-		return allowsNull(p, p.pointer(ref), depth+1)
+	if l := n.get("allOf"); ok && l != nil && l.kind == '[' {
+		said = true
+		for _, e := range l.vals {
+			ok = ok && p.allowsNull(e)
+		}
 	}
-	return n.get("type") == nil && !n.has("properties")
+	if ref, isRef := n.get("$ref").str(); ok && isRef {
+		said = true
+		ok = p.allowsNull(p.pointer(ref))
+	}
+	// Untyped with properties: an object, as tools read it.
+	return ok && (said || !n.has("properties"))
 }
 
 // restoreArgs gives arguments back in the tool's own schema: args itself
@@ -239,13 +433,15 @@ func restoreArgs(u *undo, args []byte) (out []byte, reason string) {
 		return args, "too_deep"
 	}
 	if u.unwrap != "" {
+		// The arguments as JSON text; or the object itself when the model
+		// wrote it so.
 		inner := v.get(u.unwrap)
-		s, ok := inner.str()
-		if !ok {
-			return args, "json_text"
+		if inner != nil && inner.kind == '{' {
+			return inner.append(nil), ""
 		}
-		b := []byte(s)
-		if !jsonspan.Valid(b) {
+		s, ok := inner.str()
+		b := bytes.TrimSpace([]byte(s))
+		if !ok || len(b) == 0 || !jsonspan.Valid(b) {
 			return args, "json_text"
 		}
 		return b, ""
@@ -309,64 +505,88 @@ func (u *undo) apply(v *tnode, st *applyState, depth int) (*tnode, bool) {
 		v, c = a.apply(v, st, depth+1)
 		changed = changed || c
 	}
-	for _, a := range u.any {
-		// The first branch that finds something to undo is the one the
-		// value took; a branch that fails leaves no reason behind.
-		try := applyState{budget: st.budget}
-		nv, c := a.apply(v, &try, depth+1)
-		st.budget = try.budget
-		if try.fail == "too_deep" {
-			st.fail = "too_deep"
+	if len(u.any) > 0 {
+		var c bool
+		if v, c = u.applyUnion(v, st, depth); c {
+			changed = true
+		}
+		if st.fail == "too_deep" {
 			return v, false
 		}
-		if c && try.fail == "" {
-			v, changed = nv, true
-			break
-		}
 	}
+	// Containers are copied where something changes, never changed in
+	// place: a union's branch that is tried and not taken leaves the
+	// value as it was.
 	switch v.kind {
 	case '{':
+		st.budget -= len(v.keys)
 		if u.props == nil && u.names == nil && u.dropNull == nil && u.extra == nil {
 			break
 		}
-		j := 0
+		var keys []string
+		var vals []*tnode
 		for i, k := range v.keys {
 			val := v.vals[i]
-			if u.dropNull[k] && val.text() == "null" {
-				changed = true
-				continue
-			}
-			child, declared := u.props[k]
-			if !declared {
-				child = u.extra
-			}
-			if child != nil {
-				nv, c := child.apply(val, st, depth+1)
-				if c {
-					val, changed = nv, true
+			drop := u.dropNull[k] && val.text() == "null"
+			nk, nval := k, val
+			if !drop {
+				child, declared := u.props[k]
+				if !declared {
+					child = u.extra
+				}
+				if child != nil {
+					if cv, c := child.apply(val, st, depth+1); c {
+						nval = cv
+					}
+				}
+				if orig, ok := u.names[k]; ok {
+					nk = orig
 				}
 			}
-			if orig, ok := u.names[k]; ok {
-				k, changed = orig, true
+			if keys == nil && (drop || nk != k || nval != val) {
+				keys = append(make([]string, 0, len(v.keys)), v.keys[:i]...)
+				vals = append(make([]*tnode, 0, len(v.vals)), v.vals[:i]...)
 			}
-			v.keys[j], v.vals[j] = k, val
-			j++
+			if keys != nil && !drop {
+				keys, vals = append(keys, nk), append(vals, nval)
+			}
 		}
-		v.keys, v.vals = v.keys[:j], v.vals[:j]
+		if keys != nil {
+			v, changed = &tnode{kind: '{', keys: keys, vals: vals}, true
+		}
 	case '[':
+		st.budget -= len(v.vals)
+		if u.items == nil && u.tuple == nil {
+			break
+		}
+		var vals []*tnode
 		for i, e := range v.vals {
 			each := u.items
 			if i < len(u.tuple) {
 				each = u.tuple[i]
 			}
 			if nv, c := each.apply(e, st, depth+1); c {
-				v.vals[i], changed = nv, true
+				if vals == nil {
+					vals = append([]*tnode(nil), v.vals...)
+				}
+				vals[i] = nv
 			}
+		}
+		if vals != nil {
+			v, changed = &tnode{kind: '[', vals: vals}, true
 		}
 	case 0:
 		if s, ok := v.str(); ok && u.enums != nil {
 			if text, ok := u.enums[s]; ok {
 				return scalar(text), true
+			}
+			if t := bytes.TrimSpace([]byte(s)); len(t) > 0 && (t[0] == '[' || t[0] == '{') {
+				var c bytes.Buffer
+				if json.Compact(&c, t) == nil {
+					if text, ok := u.enums[c.String()]; ok {
+						return scalar(text), true
+					}
+				}
 			}
 		}
 	}
@@ -374,6 +594,39 @@ func (u *undo) apply(v *tnode, st *applyState, depth int) (*tnode, bool) {
 		v.dirty = true
 	}
 	return v, changed
+}
+
+// applyUnion undoes a union in v: the first branch whose shape takes
+// the value is the one the value took, and its undo applies (none, when
+// it has nothing to undo); when no branch's shape takes it, the first
+// branch that finds something to undo, as none can be told from the
+// value.
+func (u *undo) applyUnion(v *tnode, st *applyState, depth int) (*tnode, bool) {
+	for _, b := range u.any {
+		if b.shape.fits(v) {
+			if b.u == nil {
+				return v, false
+			}
+			return b.u.apply(v, st, depth+1)
+		}
+	}
+	for _, b := range u.any {
+		if b.u == nil {
+			continue
+		}
+		// A branch that fails leaves no reason behind.
+		try := applyState{budget: st.budget}
+		nv, c := b.u.apply(v, &try, depth+1)
+		st.budget = try.budget
+		if try.fail == "too_deep" {
+			st.fail = "too_deep"
+			return v, false
+		}
+		if c && try.fail == "" {
+			return nv, true
+		}
+	}
+	return v, false
 }
 
 // schemaRecord is what a rule's request phase leaves its response phase:
