@@ -74,7 +74,7 @@ type schemaWriter struct {
 	inlined  int                              // the bytes of every target inlined, charged like output
 	node     *transforms.ToolNode             // the function whose parameters these are, for messages
 	index    *spanIndex                       // the schema's objects and arrays, read once; nil: read as walked
-	trees    treeParser                       // the first pass's reader, its slabs shared by the request's schemas
+	trees    *treeParser                      // the first pass's reader, its slabs shared by the request's schemas
 	refs     []string                         // the $refs being inlined, innermost last
 	depth    int                              // nesting of schema objects
 	changed  bool

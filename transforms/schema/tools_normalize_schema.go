@@ -303,7 +303,10 @@ func (t *ToolsNormalizeSchema) RewriteRequest(x *transforms.Exchange, body []byt
 	var strictRules *schemaRules
 	// One writer and one output arena serve every schema of the request:
 	// the edits point into the arena, which only grows.
-	sw := schemaWriter{maxDepth: t.maxRefDepth, telling: x.Deciding()}
+	sw := schemaWriter{maxDepth: t.maxRefDepth, telling: x.Deciding(), trees: getParser()}
+	// What the first pass reads lives until the body is rewritten: the
+	// edits point into the arena, never into the trees.
+	defer putParser(sw.trees)
 	var arena []byte
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
@@ -480,7 +483,7 @@ func (t *ToolsNormalizeSchema) params(sw *schemaWriter, arena *[]byte, doc []byt
 	if index == nil {
 		// The first pass changed it: read the new bytes once more, which
 		// costs less than the writer's walk without an index.
-		index = indexSchema(src, span)
+		index = sw.trees.index(src, span)
 	}
 	sw.index = index
 	if pr != nil && pr.badRef != "" {

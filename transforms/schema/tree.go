@@ -40,7 +40,8 @@ func readTreeIndexed(doc []byte, v jsonspan.Span, depth int, index bool) (*tnode
 func (p *treeParser) read(doc []byte, v jsonspan.Span, depth int, index bool) (*tnode, *spanIndex) {
 	p.ix = nil
 	if index {
-		p.ix = &spanIndex{objs: map[int][]jsonspan.Member{}, arrs: map[int][]jsonspan.Span{}}
+		p.ix = &p.parsed
+		p.ix.reset(v.Start, v.End-v.Start)
 	}
 	n, end := p.parse(doc[:v.End], v.Start, depth)
 	if n == nil || jsonspan.SkipSpace(doc[:v.End], end) != v.End {
@@ -53,8 +54,11 @@ func (p *treeParser) read(doc []byte, v jsonspan.Span, depth int, index bool) (*
 // by one (a schema has thousands of values), and indexes it when ix is
 // set.
 type treeParser struct {
-	slab []tnode
-	ix   *spanIndex
+	nodes slab[tnode]
+	ix    *spanIndex
+	// parsed indexes the schema as read, written the one the first pass
+	// wrote when it changed it.
+	parsed, written spanIndex
 	// The members and elements of the containers being read, innermost
 	// last, and the slabs their final slices are cut from: appending to
 	// each container's own slices cost more than the rest of the parse.
@@ -62,34 +66,13 @@ type treeParser struct {
 	vals    []*tnode
 	members []jsonspan.Member
 	spans   []jsonspan.Span
-	keySlab []string
-	valSlab []*tnode
-	memSlab []jsonspan.Member
-	spnSlab []jsonspan.Span
+	keySlab slab[string]
+	valSlab slab[*tnode]
+	memSlab slab[jsonspan.Member]
+	spnSlab slab[jsonspan.Span]
 }
 
-// cut copies src into a slice of its own length cut from *slab.
-func cut[T any](slab *[]T, src []T) []T {
-	if len(src) == 0 {
-		return nil
-	}
-	if len(*slab) < len(src) {
-		*slab = make([]T, max(256, len(src)))
-	}
-	out := (*slab)[:len(src):len(src)]
-	*slab = (*slab)[len(src):]
-	copy(out, src)
-	return out
-}
-
-func (p *treeParser) node() *tnode {
-	if len(p.slab) == 0 {
-		p.slab = make([]tnode, 64)
-	}
-	n := &p.slab[0]
-	p.slab = p.slab[1:]
-	return n
-}
+func (p *treeParser) node() *tnode { return p.nodes.one() }
 
 // parse reads the value starting at doc[i] and returns it with the index
 // past it; nil when it is not JSON or nests too deep.
@@ -107,7 +90,7 @@ func (p *treeParser) parse(doc []byte, i, depth int) (*tnode, int) {
 		if i < len(doc) && doc[i] == '}' {
 			n.raw = doc[start : i+1]
 			if p.ix != nil {
-				p.ix.objs[start] = nil
+				p.ix.setObj(start, nil)
 			}
 			return n, i + 1
 		}
@@ -144,10 +127,10 @@ func (p *treeParser) parse(doc []byte, i, depth int) (*tnode, int) {
 			}
 			if i < len(doc) && doc[i] == '}' {
 				n.raw = doc[start : i+1]
-				n.keys, n.vals = cut(&p.keySlab, p.keys[kb:]), cut(&p.valSlab, p.vals[vb:])
+				n.keys, n.vals = p.keySlab.cut(p.keys[kb:]), p.valSlab.cut(p.vals[vb:])
 				p.keys, p.vals = p.keys[:kb], p.vals[:vb]
 				if p.ix != nil {
-					p.ix.objs[start] = cut(&p.memSlab, p.members[mb:])
+					p.ix.setObj(start, p.memSlab.cut(p.members[mb:]))
 					p.members = p.members[:mb]
 				}
 				return n, i + 1
@@ -163,7 +146,7 @@ func (p *treeParser) parse(doc []byte, i, depth int) (*tnode, int) {
 		if i < len(doc) && doc[i] == ']' {
 			n.raw = doc[start : i+1]
 			if p.ix != nil {
-				p.ix.arrs[start] = nil
+				p.ix.setArr(start, nil)
 			}
 			return n, i + 1
 		}
@@ -183,10 +166,10 @@ func (p *treeParser) parse(doc []byte, i, depth int) (*tnode, int) {
 			}
 			if i < len(doc) && doc[i] == ']' {
 				n.raw = doc[start : i+1]
-				n.vals = cut(&p.valSlab, p.vals[vb:])
+				n.vals = p.valSlab.cut(p.vals[vb:])
 				p.vals = p.vals[:vb]
 				if p.ix != nil {
-					p.ix.arrs[start] = cut(&p.spnSlab, p.spans[sb:])
+					p.ix.setArr(start, p.spnSlab.cut(p.spans[sb:]))
 					p.spans = p.spans[:sb]
 				}
 				return n, i + 1

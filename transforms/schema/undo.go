@@ -3,6 +3,7 @@ package schema
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 
@@ -18,7 +19,10 @@ import (
 // back in the tool's own schema, and sent on; every other call streams
 // as it comes.
 
-// undo is what to undo in the value at one schema position.
+// undo is what to undo in the value at one schema position. It outlives
+// the request's body, which the names the tree read alias (the body's
+// buffer serves another request once sent): every name it keeps is its
+// own copy.
 type undo struct {
 	props    map[string]*undo  // by the member's name upstream
 	names    map[string]string // upstream name → the tool's
@@ -147,16 +151,18 @@ func (b *undoBuilder) shapeOf(n *tnode, u *undo) shape {
 	if props := n.get("properties"); props != nil && props.kind == '{' && s.kinds&^(kindObject|kindNull) == 0 {
 		s.declared = make(map[string]bool, len(props.keys))
 		for _, k := range props.keys {
-			s.declared[k] = true
+			s.declared[strings.Clone(k)] = true
 		}
 		closing := b.strict && b.p.r.requireAll && b.p.r.closeObjects
 		s.closed = closing || n.get("additionalProperties").text() == "false"
 		if closing {
-			s.required = props.keys
+			for _, k := range props.keys {
+				s.required = append(s.required, strings.Clone(k))
+			}
 		} else if req := n.get("required"); req != nil && req.kind == '[' {
 			for _, e := range req.vals {
 				if k, ok := e.str(); ok && s.declared[k] {
-					s.required = append(s.required, k)
+					s.required = append(s.required, strings.Clone(k))
 				}
 			}
 		}
@@ -245,19 +251,19 @@ func (b *undoBuilder) build(n *tnode) *undo {
 				if u.props == nil {
 					u.props = map[string]*undo{}
 				}
-				u.props[k] = c
+				u.props[strings.Clone(k)] = c
 			}
 			if orig, ok := renamed[k]; ok {
 				if u.names == nil {
 					u.names = map[string]string{}
 				}
-				u.names[k] = orig
+				u.names[strings.Clone(k)] = strings.Clone(orig)
 			}
 			if closing && !required[k] && !(v.kind == '{' && v.get("required").text() == "true") && !b.p.allowsNull(v) {
 				if u.dropNull == nil {
 					u.dropNull = map[string]bool{}
 				}
-				u.dropNull[k] = true
+				u.dropNull[strings.Clone(k)] = true
 			}
 		}
 	}

@@ -348,3 +348,32 @@ func TestOnlyCallsThatNeedRestoringWait(t *testing.T) {
 		t.Errorf("the restored call comes whole, once complete: %q", opt)
 	}
 }
+
+// TestRestorationOutlivesTheRequestBody: the handler lends the request's
+// buffer to the next request once the body is sent; what the response
+// phase needs (property names, renames, enum values) must be the rule's
+// own, not views of that buffer.
+func TestRestorationOutlivesTheRequestBody(t *testing.T) {
+	params := `{"type":"object","properties":{"additionalProperties":{"type":"string"},"size":{"type":"integer","enum":[10,20]},"opt":{"type":"string"}},"required":["size"]}`
+	for _, d := range []struct{ dialect, strict, args, want string }{
+		{"kimi", "", `{"additionalProperties_":"v"}`, `{"additionalProperties":"v"}`},
+		{"gemini", "", `{"size":"10"}`, `{"size":10}`},
+		{"openai_strict", strictOnMember, `{"additionalProperties":"v","size":10,"opt":null}`, `{"additionalProperties":"v","size":10}`},
+	} {
+		body := []byte(rtRequest(transforms.ProtocolResponses, d.strict, []rtTool{{"f", params, ""}}))
+		x := transformtest.Begin(t, transformtest.Chain(t, `[{"transform":"tools_normalize_schema","config":{"dialect":"`+d.dialect+`"}}]`), transforms.ProtocolResponses, body)
+		if _, err := x.RewriteRequest(body); err != nil {
+			t.Fatal(err)
+		}
+		for i := range body {
+			body[i] = 'x' // the buffer, reused
+		}
+		out, err := x.RewriteResponse([]byte(rtJSON(transforms.ProtocolResponses, []rtTool{{"f", "", d.args}})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rtArgs(t, transforms.ProtocolResponses, string(out), false)["call_0"]; got != d.want {
+			t.Errorf("%s: got %s, want %s", d.dialect, got, d.want)
+		}
+	}
+}
