@@ -465,7 +465,10 @@ func (t *ToolsNormalizeSchema) params(sw *schemaWriter, arena *[]byte, doc []byt
 		if tree, index = sw.trees.read(doc, p, 0, true); tree != nil {
 			pr = &prep{r: rules, root: tree}
 			if pr.prepare() {
-				src = pr.root.append(nil)
+				// Written in the reader's buffer, which the next schema
+				// reuses: the writer is done with this one by then.
+				sw.trees.out = pr.root.append(sw.trees.out[:0])
+				src = sw.trees.out
 				span = jsonspan.Span{Start: 0, End: len(src)}
 				index = nil
 			}

@@ -66,6 +66,7 @@ type treeParser struct {
 	vals    []*tnode
 	members []jsonspan.Member
 	spans   []jsonspan.Span
+	out     []byte // the schema the first pass changed, as bytes
 	keySlab slab[string]
 	valSlab slab[*tnode]
 	memSlab slab[jsonspan.Member]
