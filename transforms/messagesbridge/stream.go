@@ -161,26 +161,29 @@ func (s *chatToMessages) Event(e *transforms.Event, emit transforms.Emit) error 
 		if err != nil {
 			return jsonspan.StopWalk
 		}
+		if d[v] == '[' && jsonspan.KeyIs(d, k, "choices") {
+			// Walked into, not skipped first: the choices are most of a
+			// chunk, and each byte read once more costs every chunk.
+			return jsonspan.WalkElements(d, v, func(c int) int {
+				if d[c] != '{' {
+					return jsonspan.SkipValue(d, c)
+				}
+				f, u, end, cerr := s.choice(emit, d, c, &upErr)
+				hadUsage = hadUsage || u
+				if f != "" {
+					finish = f
+				}
+				if err = cerr; err != nil {
+					return jsonspan.StopWalk
+				}
+				return end
+			})
+		}
 		e := jsonspan.SkipValue(d, v)
 		switch jsonspan.KeyName(d, k) {
 		case "id":
 			if s.completion == "" {
 				s.completion, _ = jsonspan.StringValue(d, jsonspan.Span{Start: v, End: e})
-			}
-		case "choices":
-			if d[v] == '[' {
-				jsonspan.EachElement(d, v, func(c jsonspan.Span) bool {
-					if d[c.Start] == '{' {
-						var f string
-						var u bool
-						f, u, err = s.choice(emit, d, c, &upErr)
-						hadUsage = hadUsage || u
-						if f != "" {
-							finish = f
-						}
-					}
-					return err == nil
-				})
 			}
 		case "usage":
 			if d[v] == '{' {
@@ -220,11 +223,14 @@ func (s *chatToMessages) Event(e *transforms.Event, emit transforms.Emit) error 
 // message holds one answer. It returns the choice's finish_reason, which
 // is settled once the whole chunk is read (some upstreams write it before
 // the delta it ends), and whether it carried usage (Moonshot's place).
-func (s *chatToMessages) choice(emit transforms.Emit, d []byte, c jsonspan.Span, upErr *jsonspan.Span) (finish string, usage bool, err error) {
+func (s *chatToMessages) choice(emit transforms.Emit, d []byte, c int, upErr *jsonspan.Span) (finish string, usage bool, end int, err error) {
 	var f [6]jsonspan.Span
-	jsonspan.ObjectFields(d, c.Start, []string{"index", "delta", "finish_reason", "usage", "error", "stop_reason"}, f[:])
+	end = jsonspan.ObjectFieldsEnd(d, c, choiceFields, f[:])
+	if end < 0 {
+		return "", false, end, nil
+	}
 	if f[0].Start >= 0 && string(d[f[0].Start:f[0].End]) != "0" {
-		return "", false, nil
+		return "", false, end, nil
 	}
 	if u := f[3]; u.Start >= 0 && d[u.Start] == '{' {
 		s.usage = append(s.usage[:0], d[u.Start:u.End]...)
@@ -232,11 +238,11 @@ func (s *chatToMessages) choice(emit transforms.Emit, d []byte, c jsonspan.Span,
 	}
 	if f[4].Start >= 0 && d[f[4].Start] == '{' {
 		*upErr = f[4]
-		return "", usage, nil
+		return "", usage, end, nil
 	}
 	if f[1].Start >= 0 && d[f[1].Start] == '{' {
 		if err := s.delta(emit, d, f[1]); err != nil {
-			return "", usage, err
+			return "", usage, end, err
 		}
 	}
 	finish, _ = jsonspan.StringValue(d, f[2])
@@ -244,12 +250,15 @@ func (s *chatToMessages) choice(emit transforms.Emit, d []byte, c jsonspan.Span,
 		// vLLM says which stop string ended the answer, SGLang too.
 		m, _ := jsonspan.StringValue(d, f[5])
 		if m == "" {
-			m, _ = jsonspan.StringValue(d, jsonspan.Lookup(d, c.Start, "matched_stop"))
+			m, _ = jsonspan.StringValue(d, jsonspan.Lookup(d, c, "matched_stop"))
 		}
 		s.matched = m
 	}
-	return finish, usage, nil
+	return finish, usage, end, nil
 }
+
+// choiceFields are the members of a choice the bridge reads.
+var choiceFields = []string{"index", "delta", "finish_reason", "usage", "error", "stop_reason"}
 
 // deltaFields are the members of a choice delta the bridge reads.
 var deltaFields = []string{"reasoning_content", "reasoning", "reasoning_details", "content", "refusal", "tool_calls"}
