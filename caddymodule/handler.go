@@ -262,8 +262,9 @@ func (h *Handler) protocolFor(r *http.Request) transforms.Protocol {
 		return transforms.ProtocolResponses
 	case strings.HasSuffix(p, "/chat/completions"):
 		return transforms.ProtocolChat
-	case strings.HasSuffix(p, "/messages"):
+	case strings.HasSuffix(p, "/messages"), strings.HasSuffix(p, "/messages/count_tokens"):
 		// (Claude Code adds ?beta=true, which is no part of the path.)
+		// count_tokens has a Messages body; a bridge answers it itself.
 		return transforms.ProtocolMessages
 	}
 	return transforms.ProtocolUnknown

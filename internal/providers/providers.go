@@ -83,6 +83,25 @@ type Profile struct {
 	// models matching each glob, first match first; a model none matches
 	// has no known cap.
 	OutputCaps []ModelCap
+
+	// VisionModels are globs of the models that read images (Chat
+	// image_url parts); TextOnlyModels, checked first, are those among
+	// them that do not. A model neither list names is taken to read text
+	// only: an image sent to it is a 400 or, worse, silently ignored, so
+	// the bridge puts a placeholder in its place. Documents (PDF) are no
+	// capability here: no Chat upstream of the table takes file parts.
+	VisionModels, TextOnlyModels []string
+	// NoImageURLs: the upstream takes images as base64 data URLs only and
+	// refuses an http(s) URL.
+	NoImageURLs bool
+}
+
+// Vision reports whether model reads images, matched lower-cased as
+// OutputCap.
+func (p Profile) Vision(model string) bool {
+	m := strings.ToLower(model)
+	match := func(g string) bool { return globMatch(g, m) }
+	return !slices.ContainsFunc(p.TextOnlyModels, match) && slices.ContainsFunc(p.VisionModels, match)
 }
 
 // ModelCap is the output cap of the models whose lower-cased name matches
@@ -168,7 +187,13 @@ var profiles = map[string]Profile{
 		MaxTokensField: "max_tokens", MaxTokens: 32768, Reasoning: ReasoningStrip, Effort: effortField},
 	// OpenAI Chat Completions: function and custom tools.
 	"openai_chat": {NativeTypes: []string{"custom"}, ToolChoice: modesOpenAI, ThinkingToolChoice: modesOpenAI, MaxTools: 128, NamePattern: `^[a-zA-Z0-9_-]{1,64}$`,
-		MaxTokensField: "max_completion_tokens", Reasoning: ReasoningStrip, Effort: effortField, Verbosity: true},
+		MaxTokensField: "max_completion_tokens", Reasoning: ReasoningStrip, Effort: effortField, Verbosity: true,
+		// OpenAI's current models read images; the ones whose model
+		// pages say "Input: text" only do not (platform.openai.com/docs/
+		// models: gpt-3.5-turbo, gpt-4 and its dated 0314/0613 and 32k
+		// snapshots, o1-mini, o3-mini; the open-weight gpt-oss models).
+		VisionModels:   []string{"*"},
+		TextOnlyModels: []string{"gpt-3.5*", "gpt-4", "gpt-4-0314", "gpt-4-0613", "gpt-4-32k*", "o1-mini*", "o3-mini*", "gpt-oss*"}},
 	// No cap published (others use 128); no forced choice while thinking.
 	// DeepSeek V4 wants reasoning_content back on every tool-call turn,
 	// thinking is on unless switched off, and effort is high or max.
@@ -195,7 +220,11 @@ var profiles = map[string]Profile{
 		// JSON output is response_format json_object alone
 		// (api-docs.deepseek.com/guides/json_mode).
 		NoJSONSchema: true,
-		OutputCaps:   []ModelCap{{"deepseek-v4*", 393216}, {"deepseek-chat", 8192}, {"deepseek-reasoner", 65536}}},
+		OutputCaps:   []ModelCap{{"deepseek-v4*", 393216}, {"deepseek-chat", 8192}, {"deepseek-reasoner", 65536}},
+		// No vision models: DeepSeek's API reads text only (its
+		// chat/completions reference types message content as text; the
+		// DeepSeek-VL models are open weights, not served by the API).
+	},
 	// tool_choice modes not stated: the two every API has. Kimi refuses
 	// tool-call messages without reasoning_content while thinking (code
 	// 20015).
@@ -211,7 +240,18 @@ var profiles = map[string]Profile{
 		// for K2.x (platform.kimi.ai model list; anthropic-messages-
 		// bridge.md §4): no request may ask more. The moonshot-v1 names
 		// give their window.
-		OutputCaps: []ModelCap{{"kimi-k2*", 262144}, {"moonshot-v1-8k*", 8192}, {"moonshot-v1-32k*", 32768}, {"moonshot-v1-128k*", 131072}}},
+		OutputCaps: []ModelCap{{"kimi-k2*", 262144}, {"moonshot-v1-8k*", 8192}, {"moonshot-v1-32k*", 32768}, {"moonshot-v1-128k*", 131072}},
+		// platform.kimi.ai "Use the Kimi Vision Model": the
+		// moonshot-v1-*-vision-preview models and kimi-k2.5 on; K2.6,
+		// K2.7-code and K3 are image-text models too (their Hugging Face
+		// cards; Alibaba Model Studio's Kimi page: "text, image, or video
+		// input"); kimi-latest and kimi-thinking-preview read images
+		// (LobeChat's Moonshot model cards). kimi-k2 (0711, 0905, turbo,
+		// thinking) reads text only. The same page: "URL-formatted
+		// images: Not supported", base64 only (OpenHands
+		// software-agent-sdk#3219 hit "unsupported image url").
+		VisionModels: []string{"kimi-k2.5*", "kimi-k2.6*", "kimi-k2.7*", "kimi-k3*", "kimi-latest*", "kimi-thinking-preview*", "moonshot-v1-*-vision*"},
+		NoImageURLs:  true},
 	// "auto" only; name rule not found. GLM drops earlier turns' reasoning
 	// unless clear_thinking is false ("preserved thinking"); then it wants
 	// it back, complete and in order.
@@ -225,7 +265,11 @@ var profiles = map[string]Profile{
 		},
 		// docs.z.ai model pages: GLM-4.5 and 4.5-Air 96K output, GLM-4.6
 		// 128K; the later models no less, so 4.6's cap is kept for them.
-		OutputCaps: []ModelCap{{"glm-4.5*", 98304}, {"glm-4.6*", 131072}, {"glm-4.7*", 131072}, {"glm-5*", 131072}}},
+		OutputCaps: []ModelCap{{"glm-4.5*", 98304}, {"glm-4.6*", 131072}, {"glm-4.7*", 131072}, {"glm-5*", 131072}},
+		// The V models read images (docs.z.ai GLM-4.5V and GLM-4.6V pages;
+		// Vercel AI Gateway's model pages: "Vision (Image)"); GLM-4.5,
+		// 4.6, 4.7 and 5 read text only.
+		VisionModels: []string{"glm-4v*", "glm-4.1v*", "glm-4.5v*", "glm-4.6v*"}},
 	// Cap and name rule not found; thinks on streams only.
 	"qwen": {ToolChoice: modesAll, ThinkingToolChoice: modesUnforced, MaxTools: SafeMaxTools, NamePattern: SafeNamePattern,
 		ThinkingModels: []string{"qwq*", "*-thinking*"}, ThinkingFields: []string{"enable_thinking=true"},
@@ -237,7 +281,12 @@ var profiles = map[string]Profile{
 		},
 		// Alibaba Model Studio's model list: qwen3-max and qwen3-coder-plus
 		// 64K output (also Vercel AI Gateway's qwen3-max page), qwen-max 8K.
-		OutputCaps: []ModelCap{{"qwen3-max*", 65536}, {"qwen3-coder-plus*", 65536}, {"qwen-max", 8192}, {"qwen-max-*", 8192}}},
+		OutputCaps: []ModelCap{{"qwen3-max*", 65536}, {"qwen3-coder-plus*", 65536}, {"qwen-max", 8192}, {"qwen-max-*", 8192}},
+		// The VL, QVQ and Omni models read images through DashScope's
+		// OpenAI-compatible image_url (help.aliyun.com "OpenAI Vision接口
+		// 兼容", the Qwen-VL model list); qwen-max, qwen-plus, qwen3-max
+		// and the coders read text only.
+		VisionModels: []string{"qwen-vl*", "qwen2-vl*", "qwen2.5-vl*", "qwen3-vl*", "qvq*", "qwen*-omni*"}},
 	// Cap and name rule not found. MiniMax keeps thinking apart from
 	// content only when asked to.
 	"minimax": {ToolChoice: modesAll, ThinkingToolChoice: modesAll, MaxTools: SafeMaxTools, NamePattern: SafeNamePattern,
@@ -248,9 +297,17 @@ var profiles = map[string]Profile{
 		// M2's window is 204,800 tokens, output included (platform.minimax.io
 		// model list; Vercel AI Gateway's MiniMax M2 page gives the same
 		// for output); M2.1's lightning variant 131,072.
-		OutputCaps: []ModelCap{{"minimax-m2.1-lightning*", 131072}, {"minimax-m2*", 204800}}},
+		OutputCaps: []ModelCap{{"minimax-m2.1-lightning*", 131072}, {"minimax-m2*", 204800}},
+		// No vision models: M2 to M2.7 read text only (MiniMax's
+		// Anthropic-compatible API docs, as cited in openclaw/openclaw
+		// PR #65453; Gitlawb/openclaude PR #2068; MiniMax-AI/MiniMax-M2
+		// #107: images need their MCP tool). M3 is reported to read
+		// images, unconfirmed by MiniMax's docs: left out until it is.
+	},
 	"gemini": {ToolChoice: modesAll, ThinkingToolChoice: modesAll, MaxTools: 128, NamePattern: `^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$`,
-		MaxTokensField: "max_tokens", MaxTokens: 32768, Reasoning: ReasoningStrip, Effort: effortField},
+		MaxTokensField: "max_tokens", MaxTokens: 32768, Reasoning: ReasoningStrip, Effort: effortField,
+		// Every Gemini model reads images (ai.google.dev models page).
+		VisionModels: []string{"*"}},
 	// No "none"; Claude refuses a forced choice while thinking; no cap
 	// found.
 	"bedrock": {ToolChoice: []string{ChoiceAuto, ChoiceRequired, ChoiceNamed}, ThinkingToolChoice: []string{ChoiceAuto}, MaxTools: SafeMaxTools, NamePattern: `^[a-zA-Z0-9_-]{1,64}$`,

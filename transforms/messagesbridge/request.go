@@ -75,6 +75,7 @@ func (t *MessagesToChat) RewriteRequest(x *transforms.Exchange, body []byte) ([]
 	if err := b.readParams(&f); err != nil {
 		return nil, err
 	}
+	b.vision = t.knobs.Vision(b.model)
 	if err := b.scan(f.messages); err != nil {
 		return nil, err
 	}
@@ -146,6 +147,14 @@ func (t *MessagesToChat) RewriteRequest(x *transforms.Exchange, body []byte) ([]
 	out = append(out, b.format...)
 	out = append(out, '}')
 
+	if counting(x) {
+		// Anthropic's count_tokens, which no Chat upstream has: the
+		// gateway answers it from the request as every rule after this
+		// one leaves it, and the path stays (nothing is sent anywhere).
+		// Nothing is bridged back either: no response comes.
+		x.AnswerLocally(answerCount)
+		return out, nil
+	}
 	rec := t.record(x)
 	rec.bridged = true
 	// The client's own model, as it asked, even when a rule before this
@@ -191,6 +200,7 @@ type msgBuild struct {
 
 	// From the parameters.
 	model      string
+	vision     bool // the model reads images
 	stream     bool
 	thinking   bool   // the client asked for thinking
 	effort     string // the effort handed to the profile's knob

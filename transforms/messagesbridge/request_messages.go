@@ -537,7 +537,7 @@ func (b *msgBuild) user(w *writer, i int) error {
 	m := b.msgs[i]
 	var c userContent
 	var notes [][]byte
-	var toolImages []byte
+	var toolImages userContent // what the turn's tool results showed
 	if doc[m.content.Start] == '"' {
 		c.addText(inner(doc, m.content))
 	} else {
@@ -555,8 +555,7 @@ func (b *msgBuild) user(w *writer, i int) error {
 			case typ == "text":
 				c.addText(inner(doc, g[bText]))
 			case typ == "image":
-				c.parts, err = b.appendImage(c.sep(), g[bSource], where())
-				c.images = true
+				err = b.image(&c, nil, g[bSource], where())
 			case typ == "document", typ == "search_result":
 				var t []byte
 				if t, err = b.documentText(g, where()); err == nil {
@@ -571,7 +570,7 @@ func (b *msgBuild) user(w *writer, i int) error {
 					b.x.Decide(where(), "drop", "a second tool_result for the same tool_use")
 				default:
 					w.written[key] = true
-					toolImages, err = b.toolMessage(w, toolImages, g, where())
+					err = b.toolMessage(w, &toolImages, g, where())
 				}
 			case typ == "mid_conv_system":
 				notes = append(notes, b.texts(g[bContent], "mid_conv_system block"))
@@ -586,32 +585,14 @@ func (b *msgBuild) user(w *writer, i int) error {
 			return err
 		}
 	}
-	if len(toolImages) > 0 {
-		// A tool message holds text only: the images follow, as the
-		// user's, after the last tool message of the turn.
-		w.sep()
-		w.out = append(w.out, `{"role":"user","content":[`...)
-		w.out = append(w.out, toolImages...)
-		w.out = append(w.out, "]}"...)
-	}
+	// A tool message holds text only: the images follow, as the user's,
+	// after the last tool message of the turn.
+	toolImages.write(w)
 	for _, n := range b.pending {
 		b.note(w, n)
 	}
 	b.pending = b.pending[:0]
-	if c.n > 0 {
-		w.sep()
-		w.out = append(w.out, `{"role":"user","content":`...)
-		if c.images {
-			w.out = append(w.out, '[')
-			w.out = append(w.out, c.parts...)
-			w.out = append(w.out, ']')
-		} else {
-			w.out = append(w.out, '"')
-			w.out = append(w.out, c.text...)
-			w.out = append(w.out, '"')
-		}
-		w.out = append(w.out, '}')
-	}
+	c.write(w)
 	for _, n := range notes {
 		b.note(w, n)
 	}
@@ -634,6 +615,27 @@ func (c *userContent) sep() []byte {
 	return c.parts
 }
 
+// write writes the user message holding c, if it holds anything: as a
+// string when it is all text, which every upstream takes (a text-only one
+// may refuse parts).
+func (c *userContent) write(w *writer) {
+	if c.n == 0 {
+		return
+	}
+	w.sep()
+	w.out = append(w.out, `{"role":"user","content":`...)
+	if c.images {
+		w.out = append(w.out, '[')
+		w.out = append(w.out, c.parts...)
+		w.out = append(w.out, ']')
+	} else {
+		w.out = append(w.out, '"')
+		w.out = append(w.out, c.text...)
+		w.out = append(w.out, '"')
+	}
+	w.out = append(w.out, '}')
+}
+
 func (c *userContent) addText(t []byte) {
 	if len(c.text) > 0 {
 		// Blocks are apart to the model: joined, they stay apart.
@@ -645,8 +647,8 @@ func (c *userContent) addText(t []byte) {
 }
 
 // toolMessage writes the tool message of a tool_result block and adds the
-// images it returned to images.
-func (b *msgBuild) toolMessage(w *writer, images []byte, g []jsonspan.Span, where string) ([]byte, error) {
+// images it returned to images, each told from which tool it came.
+func (b *msgBuild) toolMessage(w *writer, images *userContent, g []jsonspan.Span, where string) error {
 	doc := b.doc
 	id := g[bToolUseID]
 	var text []byte
@@ -681,13 +683,7 @@ func (b *msgBuild) toolMessage(w *writer, images []byte, g []jsonspan.Span, wher
 			case "text":
 				addText(inner(doc, h[bText]))
 			case "image":
-				if len(images) > 0 {
-					images = append(images, ',')
-				}
-				images = append(images, `{"type":"text","text":"[image from tool `...)
-				images = append(images, inner(doc, id)...)
-				images = append(images, `]"},`...)
-				images, err = b.appendImage(images, h[bSource], pw())
+				err = b.image(images, inner(doc, id), h[bSource], pw())
 			case "tool_reference":
 				// The deferred tool it names is sent from this request on
 				// (convertTools); the model learns it in words.
@@ -704,10 +700,10 @@ func (b *msgBuild) toolMessage(w *writer, images []byte, g []jsonspan.Span, wher
 			return err == nil
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 	default:
-		return nil, badRequest(where+".content", "%s.content must be a string or an array of content blocks", where)
+		return badRequest(where+".content", "%s.content must be a string or an array of content blocks", where)
 	}
 	w.sep()
 	w.out = append(w.out, `{"role":"tool","tool_call_id":`...)
@@ -715,38 +711,94 @@ func (b *msgBuild) toolMessage(w *writer, images []byte, g []jsonspan.Span, wher
 	w.out = append(w.out, `,"content":"`...)
 	w.out = append(w.out, text...)
 	w.out = append(w.out, `"}`...)
-	return images, nil
+	return nil
 }
 
-// appendImage appends an image block's source as a Chat image_url part.
-func (b *msgBuild) appendImage(dst []byte, src jsonspan.Span, where string) ([]byte, error) {
+// Why an image or a document is left out, in its placeholder, its
+// decision and the 400 of unsupported_content reject.
+const (
+	noVision      = "the model cannot read images"
+	noImageURL    = "the upstream takes images as base64 data, not by URL"
+	noFileImage   = "an image of Anthropic's Files API cannot be sent to a Chat Completions upstream"
+	noDocumentPDF = "a Chat Completions upstream cannot read PDF or file documents"
+)
+
+// image adds an image block to c: a Chat image_url part where the model
+// reads it, else a short text saying it was left out, so that the model
+// knows there was one (or a 400, as unsupported_content says). tool, when
+// set, is the escaped id of the call whose result showed the image.
+func (b *msgBuild) image(c *userContent, tool []byte, src jsonspan.Span, where string) error {
 	doc := b.doc
 	if src.Start < 0 || doc[src.Start] != '{' {
-		return nil, badRequest(where+".source", "%s has no source object", where)
+		return badRequest(where+".source", "%s has no source object", where)
 	}
 	var s [4]jsonspan.Span
 	jsonspan.ObjectFields(doc, src.Start, []string{"type", "media_type", "data", "url"}, s[:])
 	isStr := func(sp jsonspan.Span) bool { return sp.Start >= 0 && doc[sp.Start] == '"' }
+	why := ""
+	// A malformed source is refused whatever the model reads.
 	switch typ, _ := jsonspan.StringValue(doc, s[0]); {
 	case typ == "base64" && isStr(s[1]) && isStr(s[2]):
-		// Copied as escaped: a data URL of megabytes is never decoded.
-		dst = append(dst, `{"type":"image_url","image_url":{"url":"data:`...)
-		dst = append(dst, inner(doc, s[1])...)
-		dst = append(dst, ";base64,"...)
-		dst = append(dst, inner(doc, s[2])...)
-		return append(dst, `"}}`...), nil
 	case typ == "url" && isStr(s[3]):
+		if b.t.knobs.NoImageURLs {
+			// The gateway fetches nothing on a client's behalf.
+			why = noImageURL
+		}
+	case typ == "file":
+		why = noFileImage
+	default:
+		return badRequest(where+".source", "%s.source must be base64 data with its media_type, a url, or a file", where)
+	}
+	if !b.vision {
+		why = noVision
+	}
+	if why != "" {
+		if err := b.omit(where, "an image", why); err != nil {
+			return err
+		}
+		t := append([]byte(nil), "[image"...)
+		if tool != nil {
+			t = append(append(t, " from tool "...), tool...)
+		}
+		c.addText(append(append(append(t, " omitted: "...), why...), ']'))
+		return nil
+	}
+	if tool != nil {
+		c.addText(append(append([]byte("[image from tool "), tool...), ']'))
+	}
+	dst := c.sep()
+	c.images = true
+	if jsonspan.IsString(doc, s[0], "url") {
 		dst = append(dst, `{"type":"image_url","image_url":{"url":`...)
 		dst = append(dst, doc[s[3].Start:s[3].End]...)
-		return append(dst, "}}"...), nil
+		c.parts = append(dst, "}}"...)
+		return nil
 	}
-	return nil, transforms.BadRequest("unsupported_content", where+".source",
-		"messages_to_chat: %s: a Chat upstream takes images as base64 data or a URL only (not a Files API file_id)", where)
+	// Copied as escaped: a data URL of megabytes is never decoded.
+	dst = append(dst, `{"type":"image_url","image_url":{"url":"data:`...)
+	dst = append(dst, inner(doc, s[1])...)
+	dst = append(dst, ";base64,"...)
+	dst = append(dst, inner(doc, s[2])...)
+	c.parts = append(dst, `"}}`...)
+	return nil
+}
+
+// omit is the decision to leave out what the upstream cannot take (what,
+// for why), or its 400 under unsupported_content reject.
+func (b *msgBuild) omit(where, what, why string) error {
+	if b.t.UnsupportedContent == "reject" {
+		return transforms.BadRequest("unsupported_content", where,
+			"messages_to_chat: %s is %s, and %s", where, what, why)
+	}
+	b.x.Decide(where, "placeholder", why)
+	return nil
 }
 
 // documentText is the text of a document block with a text source (or
-// content blocks), or of a search_result; a PDF or file a Chat upstream
-// cannot read is refused rather than left out unseen.
+// content blocks), or of a search_result. A PDF, or a document by URL or
+// file, no Chat upstream reads (Chat Completions has no file part most
+// upstreams take, and the gateway extracts no PDF text): it becomes a
+// short text saying so, or a 400, as unsupported_content says.
 func (b *msgBuild) documentText(g []jsonspan.Span, where string) ([]byte, error) {
 	doc := b.doc
 	var out []byte
@@ -767,9 +819,13 @@ func (b *msgBuild) documentText(g []jsonspan.Span, where string) ([]byte, error)
 		return append(out, inner(doc, s[1])...), nil
 	case typ == "content":
 		return append(out, b.texts(s[2], "document")...), nil
+	case typ == "base64", typ == "url", typ == "file":
+		if err := b.omit(where, "a document", noDocumentPDF); err != nil {
+			return nil, err
+		}
+		return append(out, "[document omitted: "+noDocumentPDF+"]"...), nil
 	}
-	return nil, transforms.BadRequest("unsupported_content", where+".source",
-		"messages_to_chat: %s is a document a Chat upstream cannot read (PDF, URL or file): send its text instead", where)
+	return nil, badRequest(where+".source", "%s.source must be text, content, base64, url or file", where)
 }
 
 func unsupportedBlock(where, typ string) error {

@@ -200,8 +200,11 @@ func TestMessagesToChatRefuses(t *testing.T) {
 		{"content missing", rqBody("", `{"role":"user"}`), "invalid_request", "messages[0].content"},
 		{"a block without a type", rqBody("", `{"role":"user","content":[{"text":"x"}]}`), "invalid_request", "messages[0].content[0].type"},
 		{"an unknown block type", rqBody("", `{"role":"user","content":[{"type":"hologram"}]}`), "unsupported_content", "messages[0].content[0].type"},
-		{"a PDF document", rqBody("", `{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBE"}}]}`), "unsupported_content", "messages[0].content[0].source"},
-		{"an image by file id", rqBody("", `{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f_1"}}]}`), "unsupported_content", "messages[0].content[0].source"},
+		// (A PDF or an image the upstream cannot take is a placeholder
+		// or a 400 as unsupported_content says: request_rich_test.go.)
+		{"an image source of an unknown type", rqBody("", `{"role":"user","content":[{"type":"image","source":{"type":"bytes","data":"x"}}]}`), "invalid_request", "messages[0].content[0].source"},
+		{"a base64 image without its media_type", rqBody("", `{"role":"user","content":[{"type":"image","source":{"type":"base64","data":"x"}}]}`), "invalid_request", "messages[0].content[0].source"},
+		{"a document source of an unknown type", rqBody("", `{"role":"user","content":[{"type":"document","source":{"type":"bytes"}}]}`), "invalid_request", "messages[0].content[0].source"},
 		// Blocks without a source: a 400, not a crash of the request.
 		{"an image without a source", rqBody("", `{"role":"user","content":[{"type":"image"}]}`), "invalid_request", "messages[0].content[0].source"},
 		{"a document without a source", rqBody("", `{"role":"user","content":[{"type":"document","title":"t"}]}`), "invalid_request", "messages[0].content[0].source"},

@@ -42,7 +42,8 @@ func rqCallsTurn(reasoning string) string {
 }
 
 // TestMessagesToChatScenarios holds the request scenarios of
-// anthropic-messages-bridge.md §14 (2–6, 8–10) and the mapping rules of §4.
+// anthropic-messages-bridge.md §14 (2–4, 6, 8–10) and the mapping rules of
+// §4; 5 and 8 per profile are in request_rich_test.go.
 func TestMessagesToChatScenarios(t *testing.T) {
 	sealed := reasonenv.SealText("deepseek", []byte("I should run \"ls\" and pwd.\nThen answer."))
 	tests := []struct {
@@ -109,18 +110,7 @@ func TestMessagesToChatScenarios(t *testing.T) {
 			want:      rqChat(rqMax, rqChatList, `{"role":"assistant","content":"Done.","reasoning_content":"A\nB"}`),
 			decisions: []string{"messages[1].content[1] drop"},
 		},
-		{
-			name:   "5: a tool_result with text and an image, is_error: Error: text in the tool message, the image in a user message after it",
-			config: rqDeepSeek,
-			body: rqBody("", rqUserList, `{"role":"assistant","content":[{"type":"tool_use","id":"toolu_s","name":"Screenshot","input":{}}]}`,
-				`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_s","is_error":true,"content":[{"type":"text","text":"render failed"},`+
-					`{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}},{"type":"text","text":"partial frame"}]},`+
-					`{"type":"image","source":{"type":"url","url":"https://x.test/ref.png"}},{"type":"text","text":"compare with this"}]}`),
-			want: rqChat(rqMax, rqChatList, `{"role":"assistant","content":"","reasoning_content":"","tool_calls":[{"id":"toolu_s","type":"function","function":{"name":"Screenshot","arguments":"{}"}}]}`,
-				`{"role":"tool","tool_call_id":"toolu_s","content":"Error: render failed\n\npartial frame"}`,
-				`{"role":"user","content":[{"type":"text","text":"[image from tool toolu_s]"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}]}`,
-				`{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x.test/ref.png"}},{"type":"text","text":"compare with this"}]}`),
-		},
+		// 5 is per profile, with and without vision: request_rich_test.go.
 		{
 			name:      "6: any with disable_parallel_tool_use, thinking off: required and parallel_tool_calls false",
 			config:    rqDeepSeek,

@@ -21,7 +21,7 @@ var serverToolPrefixes = []string{"web_search_", "web_fetch_", "code_execution_"
 
 // convertTools returns the Chat function tools, comma-separated: client
 // tools as functions, deferred ones once a tool_reference loaded them;
-// server tools are dropped.
+// server tools are dropped (or refused, as server_tools says).
 func (b *msgBuild) convertTools(ts jsonspan.Span) ([]byte, error) {
 	doc := b.doc
 	b.clientTools, b.sent, b.serverTools = map[string]bool{}, map[string]bool{}, map[string]bool{}
@@ -85,6 +85,13 @@ func (b *msgBuild) convertTools(ts jsonspan.Span) ([]byte, error) {
 			}
 			out = append(out, "}}"...)
 		case slices.ContainsFunc(serverToolPrefixes, func(p string) bool { return strings.HasPrefix(typ, p) }):
+			if b.t.ServerTools == "reject" {
+				// The client would rather hear now than get answers
+				// made without the tool it declared.
+				err = transforms.BadRequest("unsupported_tool", where+".type",
+					"messages_to_chat: %s is the server tool %q (%s), which runs at Anthropic: a Chat Completions upstream has no such tool", where, cmp.Or(name, typ), typ)
+				return jsonspan.StopWalk
+			}
 			b.serverTools[name] = true
 			b.x.Decide(cmp.Or(name, typ), "drop", "the "+typ+" server tool runs at Anthropic: a Chat upstream has no such tool")
 		default:
