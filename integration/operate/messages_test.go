@@ -1,8 +1,10 @@
 package operate
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -100,4 +102,77 @@ func TestMessagesRoutesAnswerInAnthropicsShape(t *testing.T) {
 		t.Errorf("bridged request went to %q", uris)
 	}
 	u.take()
+}
+
+// TestCountTokensAnsweredByTheGateway: Claude Code sends bursts of
+// count_tokens (about 25 at once for /context); with messages_to_chat in
+// front of a Chat upstream, which has no such endpoint, the gateway
+// answers every one itself from the converted request, the upstream
+// never called; a larger conversation never counts less, and a body it
+// cannot read is a 400 in Anthropic's shape.
+func TestCountTokensAnsweredByTheGateway(t *testing.T) {
+	u := &recorder{}
+	up := startUpstream(t, u)
+	newTester(t).InitServer(globalOptions("")+`
+:9180 {
+	handle /bridge/* {
+		llm_transform {
+			rule messages_to_chat {
+				profile deepseek
+			}
+		}
+		reverse_proxy `+up+`
+	}
+}
+`, "caddyfile")
+	body := func(turns int) string {
+		var b strings.Builder
+		b.WriteString(`{"model":"claude-sonnet-4-6","system":"You are terse.","messages":[`)
+		for i := 0; i < turns; i++ {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(`{"role":"user","content":"Read src/main.go and tell me what it does."},{"role":"assistant","content":"It starts the server."}`)
+		}
+		b.WriteString(`],"tools":[{"name":"Bash","description":"Run a command","input_schema":{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}}]}`)
+		return b.String()
+	}
+	count := func(resp *http.Response, got string) int {
+		var v struct {
+			InputTokens int `json:"input_tokens"`
+		}
+		if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(got), &v) != nil || v.InputTokens <= 0 || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%d %s %q", resp.StatusCode, resp.Header.Get("Content-Type"), got)
+		}
+		return v.InputTokens
+	}
+	var wg sync.WaitGroup
+	counts := make([]int, 25)
+	for i := range counts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, got := post(t, "/bridge/v1/messages/count_tokens?beta=true", body(1+i%5))
+			counts[i] = count(resp, got)
+		}()
+	}
+	wg.Wait()
+	if seen := u.take(); len(seen) != 0 {
+		t.Fatalf("count_tokens reached the upstream %d times", len(seen))
+	}
+	for i, c := range counts {
+		if j := i % 5; i >= 5 && c != counts[j] {
+			t.Errorf("the same body counted %d and %d", counts[j], c)
+		}
+		if i%5 > 0 && c <= counts[i-1] {
+			t.Errorf("%d turns counted %d, %d turns %d", i%5+1, c, i%5, counts[i-1])
+		}
+	}
+	resp, got := post(t, "/bridge/v1/messages/count_tokens", `{"model":"m","messages":NaN}`)
+	if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(got, `{"type":"error","error":{"type":"invalid_request_error"`) {
+		t.Errorf("%d %s", resp.StatusCode, got)
+	}
+	if seen := u.take(); len(seen) != 0 {
+		t.Fatalf("a refused count_tokens reached the upstream")
+	}
 }
