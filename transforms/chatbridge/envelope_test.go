@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/flate"
 	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -51,5 +52,56 @@ func TestEnvelopeOpeningIsBounded(t *testing.T) {
 		if p, text, ok := openEnvelope(env, 4<<20); ok {
 			t.Errorf("%s: opened as %q with %d bytes", name, p, len(text))
 		}
+	}
+}
+
+// TestEnvelopesBoundedPerRequest: a deflated envelope of kilobytes opens
+// to megabytes, and a request may carry any number: what a request's
+// envelopes open to is bounded by a multiple of its size (plus one
+// max_reasoning), the rest dropped with a decision.
+func TestEnvelopesBoundedPerRequest(t *testing.T) {
+	const maxReasoning, n = 100000, 50
+	one := textEnvelopeOf("deepseek", []byte(strings.Repeat("a", maxReasoning)))
+	items := []string{rcMsg("user", "q")}
+	for i := 0; i < n; i++ {
+		items = append(items, `{"type":"reasoning","summary":[],"encrypted_content":"`+one+`"}`, rcMsg("assistant", "ok"), rcMsg("user", "go"))
+	}
+	body := rcInput(items...)
+	budget := 8*len(body) + maxReasoning
+	if n*maxReasoning <= budget {
+		t.Fatalf("the envelopes (%d bytes of text) fit the bound %d", n*maxReasoning, budget)
+	}
+	out, x, err := rcRequest(t, rcRules(`{"profile":"deepseek","max_reasoning":100000}`), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Messages []struct {
+			Reasoning *string `json:"reasoning_content"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	sent, whole := 0, 0
+	for _, m := range got.Messages {
+		if m.Reasoning != nil {
+			sent += len(*m.Reasoning)
+			if len(*m.Reasoning) == maxReasoning {
+				whole++
+			}
+		}
+	}
+	if sent > budget || whole == 0 || whole == n {
+		t.Errorf("sent %d bytes of reasoning in %d whole items, bound %d", sent, whole, budget)
+	}
+	dropped := 0
+	for _, d := range rcDecisions(x) {
+		if d == "reasoning drop" {
+			dropped++
+		}
+	}
+	if dropped != n-whole {
+		t.Errorf("%d drops for %d items left out", dropped, 300-whole)
 	}
 }

@@ -24,7 +24,8 @@ func (t *ResponsesToChat) RewriteRequest(x *transforms.Exchange, body []byte) ([
 	if start >= len(body) || body[start] != '{' {
 		return body, nil // not a request: the upstream answers it
 	}
-	b := &chatBuild{t: t, x: x, doc: body, input: jsonspan.NoSpan(), tools: jsonspan.NoSpan(), choice: jsonspan.NoSpan()}
+	b := &chatBuild{t: t, x: x, doc: body, input: jsonspan.NoSpan(), tools: jsonspan.NoSpan(), choice: jsonspan.NoSpan(),
+		reasonLeft: 8*len(body) + t.maxReasoning}
 	var fields struct{ model, instructions, maxOut, effort, format, verbosity, stream jsonspan.Span }
 	fields.model, fields.instructions, fields.maxOut = jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan()
 	fields.effort, fields.format, fields.verbosity, fields.stream = jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan()
@@ -188,6 +189,11 @@ func appendResponseFormat(out, doc []byte, f jsonspan.Span) []byte {
 
 // chatBuild is one request's conversion.
 type chatBuild struct {
+	// reasonLeft is how many bytes of reasoning the request's envelopes
+	// may still open to: a deflated envelope of kilobytes can hold
+	// megabytes, and a request may carry any number of them.
+	reasonLeft int
+
 	t                    *ResponsesToChat
 	x                    *transforms.Exchange
 	doc                  []byte
@@ -532,11 +538,19 @@ func (b *chatBuild) reasoningText(el jsonspan.Span) (string, bool) {
 	case strings.HasPrefix(env, envelopePrefix):
 		// The text travels in the envelope, whatever else of the item
 		// the client kept.
-		p, text, ok := openEnvelope(env, 6*b.t.maxReasoning+64)
-		if !ok || p != b.t.Profile {
+		p, text, ok := openEnvelope(env, 6*min(b.t.maxReasoning, b.reasonLeft)+64)
+		switch {
+		case !ok && b.reasonLeft < b.t.maxReasoning:
+			b.x.Decide("reasoning", "drop", "past what the request's envelopes may hold")
+			return "", false
+		case !ok || p != b.t.Profile:
 			b.x.Decide("reasoning", "drop", "reasoning that did not come from this provider through the gateway")
 			return "", false
+		case len(text) > b.reasonLeft:
+			b.x.Decide("reasoning", "drop", "past what the request's envelopes may hold")
+			return "", false
 		}
+		b.reasonLeft -= len(text)
 		return text, true
 	case env == b.t.envelope:
 		// An envelope of an earlier version: the text is in the item.
