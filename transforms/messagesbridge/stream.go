@@ -69,6 +69,10 @@ type chatToMessages struct {
 
 	buf []byte // the event being built
 	evt transforms.Event
+
+	// What the chunk being handled says, collected by read.
+	items []chunkItem
+	frags []transforms.ChatFragment
 }
 
 // streamCall is one call of the answer.
@@ -105,7 +109,7 @@ func (s *chatToMessages) send(emit transforms.Emit, name, b []byte) error {
 
 // Release implements transforms.StreamReleaser.
 func (s *chatToMessages) Release() {
-	s.buf, s.reasoning, s.queue = nil, nil, nil
+	s.buf, s.reasoning, s.queue, s.items, s.frags = nil, nil, nil, nil, nil
 	s.calls = transforms.ChatCalls[*streamCall]{}
 }
 
@@ -145,7 +149,7 @@ func (s *chatToMessages) Event(e *transforms.Event, emit transforms.Emit) error 
 		s.x.Decide("stream", "skip", "an upstream data line that is not a chunk")
 		return nil
 	}
-	if !jsonspan.Valid(d) {
+	if !s.read(d) {
 		// Nothing of a chunk cut short is used: half a call is not a call.
 		s.x.Decide("stream", "skip", "an upstream chunk that is not valid JSON")
 		return nil
@@ -153,53 +157,33 @@ func (s *chatToMessages) Event(e *transforms.Event, emit transforms.Emit) error 
 	if err := s.start(emit); err != nil {
 		return err
 	}
-	var err error
 	hadUsage := false
 	finish := ""
 	upErr := jsonspan.NoSpan()
-	jsonspan.WalkMembers(d, 0, func(k jsonspan.Span, v int) int {
-		if err != nil {
-			return jsonspan.StopWalk
-		}
-		if d[v] == '[' && jsonspan.KeyIs(d, k, "choices") {
-			// Walked into, not skipped first: the choices are most of a
-			// chunk, and each byte read once more costs every chunk.
-			return jsonspan.WalkElements(d, v, func(c int) int {
-				if d[c] != '{' {
-					return jsonspan.SkipValue(d, c)
-				}
-				f, u, end, cerr := s.choice(emit, d, c, &upErr)
-				hadUsage = hadUsage || u
-				if f != "" {
-					finish = f
-				}
-				if err = cerr; err != nil {
-					return jsonspan.StopWalk
-				}
-				return end
-			})
-		}
-		e := jsonspan.SkipValue(d, v)
-		switch jsonspan.KeyName(d, k) {
-		case "id":
+	for i := range s.items {
+		it := &s.items[i]
+		switch it.kind {
+		case 'i':
 			if s.completion == "" {
-				s.completion, _ = jsonspan.StringValue(d, jsonspan.Span{Start: v, End: e})
+				s.completion, _ = jsonspan.StringValue(d, it.v)
 			}
-		case "usage":
-			if d[v] == '{' {
-				s.usage = append(s.usage[:0], d[v:e]...)
-				hadUsage = true
+		case 'u':
+			s.usage = append(s.usage[:0], d[it.v.Start:it.v.End]...)
+			hadUsage = true
+		case 'e':
+			upErr = it.v
+		case 'c':
+			f, u, err := s.choice(emit, d, it, &upErr)
+			hadUsage = hadUsage || u
+			if f != "" {
+				finish = f
 			}
-		case "error":
-			if d[v] == '{' {
-				upErr = jsonspan.Span{Start: v, End: e}
+			if err != nil {
+				return err
 			}
 		}
-		return e
-	})
+	}
 	switch {
-	case err != nil:
-		return err
 	case upErr.Start >= 0:
 		return s.upstreamError(emit, d, upErr)
 	case finish != "":
@@ -219,18 +203,174 @@ func (s *chatToMessages) Event(e *transforms.Event, emit transforms.Emit) error 
 	return nil
 }
 
+// chunkItem is one thing a chunk says that the bridge acts on, in the
+// order the chunk says it: a top-level id, usage or error, or a choice
+// with the members of it and of its delta the bridge reads.
+type chunkItem struct {
+	kind  byte // 'i' id, 'u' usage, 'e' error, 'c' a choice
+	v     jsonspan.Span
+	f     [6]jsonspan.Span // a choice's members, by choiceField
+	df    [6]jsonspan.Span // its delta's, by deltaField, when f[1] is an object
+	calls [2]int           // its delta's tool_calls entries: s.frags[calls[0]:calls[1]]
+}
+
+// read walks chunk d once, validating it as it goes (what jsonspan.Valid
+// checks), and collects what the bridge acts on into s.items and
+// s.frags: a chunk is acted on only once it is known to be whole JSON,
+// and no byte of it is read twice. It reports whether d is valid.
+func (s *chatToMessages) read(d []byte) bool {
+	s.items, s.frags = s.items[:0], s.frags[:0]
+	end := jsonspan.WalkMembers(d, 0, func(k jsonspan.Span, v int) int {
+		if v >= len(d) {
+			return -1
+		}
+		name := jsonspan.KeyName(d, k)
+		if name == "choices" && d[v] == '[' {
+			// Walked into, not skipped first: the choices are most of a
+			// chunk.
+			return jsonspan.WalkElements(d, v, func(c int) int {
+				if d[c] != '{' {
+					return jsonspan.SkipValue(d, c)
+				}
+				return s.readChoice(d, c)
+			})
+		}
+		e := jsonspan.SkipValue(d, v)
+		if e < 0 {
+			return e
+		}
+		switch name {
+		case "id":
+			s.items = append(s.items, chunkItem{kind: 'i', v: jsonspan.Span{Start: v, End: e}})
+		case "usage", "error":
+			if d[v] == '{' {
+				s.items = append(s.items, chunkItem{kind: name[0], v: jsonspan.Span{Start: v, End: e}})
+			}
+		}
+		return e
+	})
+	if end < 0 || jsonspan.SkipSpace(d, end) != len(d) {
+		return false
+	}
+	// The walk counts no depth across the levels it walks into: a chunk
+	// nested deeper than the scanner reads (which takes 2,000 bytes) is
+	// found here.
+	return len(d) <= 2*jsonspan.MaxDepth || jsonspan.DepthOver(d, jsonspan.MaxDepth) < 0
+}
+
+// readChoice reads the choice object at d[c] into a new item: the first
+// of each member choiceField names, and of its first delta, walked into,
+// the first of each member deltaField names, with the entries of its
+// tool_calls read.
+func (s *chatToMessages) readChoice(d []byte, c int) int {
+	s.items = append(s.items, chunkItem{kind: 'c'})
+	it := &s.items[len(s.items)-1]
+	for k := range it.f {
+		it.f[k], it.df[k] = jsonspan.NoSpan(), jsonspan.NoSpan()
+	}
+	end := jsonspan.WalkMembers(d, c, func(k jsonspan.Span, v int) int {
+		if v >= len(d) {
+			return -1
+		}
+		slot := choiceField(jsonspan.KeyName(d, k))
+		if slot < 0 || it.f[slot].Start >= 0 {
+			return jsonspan.SkipValue(d, v)
+		}
+		var e int
+		if slot == 1 && d[v] == '{' {
+			e = s.readDelta(d, v, it)
+		} else {
+			e = jsonspan.SkipValue(d, v)
+		}
+		if e >= 0 {
+			it.f[slot] = jsonspan.Span{Start: v, End: e}
+		}
+		return e
+	})
+	it.v = jsonspan.Span{Start: c, End: end}
+	return end
+}
+
+// readDelta reads the delta object at d[v] into it.
+func (s *chatToMessages) readDelta(d []byte, v int, it *chunkItem) int {
+	return jsonspan.WalkMembers(d, v, func(k jsonspan.Span, v int) int {
+		if v >= len(d) {
+			return -1
+		}
+		slot := deltaField(jsonspan.KeyName(d, k))
+		if slot < 0 || it.df[slot].Start >= 0 {
+			return jsonspan.SkipValue(d, v)
+		}
+		var e int
+		if slot == 5 && d[v] == '[' {
+			it.calls[0] = len(s.frags)
+			e = jsonspan.WalkElements(d, v, func(el int) int {
+				if d[el] != '{' {
+					return jsonspan.SkipValue(d, el)
+				}
+				f, end := transforms.ReadChatFragment(d, el)
+				if end >= 0 {
+					s.frags = append(s.frags, f)
+				}
+				return end
+			})
+			it.calls[1] = len(s.frags)
+		} else {
+			e = jsonspan.SkipValue(d, v)
+		}
+		if e >= 0 {
+			it.df[slot] = jsonspan.Span{Start: v, End: e}
+		}
+		return e
+	})
+}
+
+// choiceField is the place of a choice's member in the item's f, or -1.
+func choiceField(name string) int {
+	switch name {
+	case "index":
+		return 0
+	case "delta":
+		return 1
+	case "finish_reason":
+		return 2
+	case "usage":
+		return 3
+	case "error":
+		return 4
+	case "stop_reason":
+		return 5
+	}
+	return -1
+}
+
+// deltaField is the place of a delta's member in the item's df, or -1.
+func deltaField(name string) int {
+	switch name {
+	case "reasoning_content":
+		return 0
+	case "reasoning":
+		return 1
+	case "reasoning_details":
+		return 2
+	case "content":
+		return 3
+	case "refusal":
+		return 4
+	case "tool_calls":
+		return 5
+	}
+	return -1
+}
+
 // choice handles one choice of a chunk: only the first counts, as a
 // message holds one answer. It returns the choice's finish_reason, which
 // is settled once the whole chunk is read (some upstreams write it before
 // the delta it ends), and whether it carried usage (Moonshot's place).
-func (s *chatToMessages) choice(emit transforms.Emit, d []byte, c int, upErr *jsonspan.Span) (finish string, usage bool, end int, err error) {
-	var f [6]jsonspan.Span
-	end = jsonspan.ObjectFieldsEnd(d, c, choiceFields, f[:])
-	if end < 0 {
-		return "", false, end, nil
-	}
+func (s *chatToMessages) choice(emit transforms.Emit, d []byte, it *chunkItem, upErr *jsonspan.Span) (finish string, usage bool, err error) {
+	f := &it.f
 	if f[0].Start >= 0 && string(d[f[0].Start:f[0].End]) != "0" {
-		return "", false, end, nil
+		return "", false, nil
 	}
 	if u := f[3]; u.Start >= 0 && d[u.Start] == '{' {
 		s.usage = append(s.usage[:0], d[u.Start:u.End]...)
@@ -238,11 +378,11 @@ func (s *chatToMessages) choice(emit transforms.Emit, d []byte, c int, upErr *js
 	}
 	if f[4].Start >= 0 && d[f[4].Start] == '{' {
 		*upErr = f[4]
-		return "", usage, end, nil
+		return "", usage, nil
 	}
 	if f[1].Start >= 0 && d[f[1].Start] == '{' {
-		if err := s.delta(emit, d, f[1]); err != nil {
-			return "", usage, end, err
+		if err := s.delta(emit, d, it); err != nil {
+			return "", usage, err
 		}
 	}
 	finish, _ = jsonspan.StringValue(d, f[2])
@@ -250,23 +390,16 @@ func (s *chatToMessages) choice(emit transforms.Emit, d []byte, c int, upErr *js
 		// vLLM says which stop string ended the answer, SGLang too.
 		m, _ := jsonspan.StringValue(d, f[5])
 		if m == "" {
-			m, _ = jsonspan.StringValue(d, jsonspan.Lookup(d, c, "matched_stop"))
+			m, _ = jsonspan.StringValue(d, jsonspan.Lookup(d, it.v.Start, "matched_stop"))
 		}
 		s.matched = m
 	}
-	return finish, usage, end, nil
+	return finish, usage, nil
 }
 
-// choiceFields are the members of a choice the bridge reads.
-var choiceFields = []string{"index", "delta", "finish_reason", "usage", "error", "stop_reason"}
-
-// deltaFields are the members of a choice delta the bridge reads.
-var deltaFields = []string{"reasoning_content", "reasoning", "reasoning_details", "content", "refusal", "tool_calls"}
-
 // delta handles one choice delta: reasoning, then text, then calls.
-func (s *chatToMessages) delta(emit transforms.Emit, d []byte, v jsonspan.Span) error {
-	var f [6]jsonspan.Span
-	jsonspan.ObjectFields(d, v.Start, deltaFields, f[:])
+func (s *chatToMessages) delta(emit transforms.Emit, d []byte, it *chunkItem) error {
+	f := &it.df
 	str := func(sp jsonspan.Span) []byte {
 		if sp.Start < 0 || d[sp.Start] != '"' || sp.End-sp.Start <= 2 {
 			return nil
@@ -312,15 +445,10 @@ func (s *chatToMessages) delta(emit transforms.Emit, d []byte, v jsonspan.Span) 
 			return err
 		}
 	}
-	if tc := f[5]; tc.Start >= 0 && d[tc.Start] == '[' {
-		var err error
-		jsonspan.EachElement(d, tc.Start, func(el jsonspan.Span) bool {
-			if d[el.Start] == '{' {
-				err = s.callDelta(emit, d, el.Start)
-			}
-			return err == nil
-		})
-		return err
+	for i := it.calls[0]; i < it.calls[1]; i++ {
+		if err := s.callDelta(emit, &s.frags[i]); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -455,18 +583,14 @@ func (s *chatToMessages) textDecoded(emit transforms.Emit, text []byte) error {
 // --- calls -------------------------------------------------------------------
 
 // callDelta handles one tool_calls entry.
-func (s *chatToMessages) callDelta(emit transforms.Emit, d []byte, at int) error {
-	f, end := transforms.ReadChatFragment(d, at)
-	if end < 0 {
-		return nil
-	}
+func (s *chatToMessages) callDelta(emit transforms.Emit, f *transforms.ChatFragment) error {
 	if len(s.think.held) > 0 {
 		// Content the splitter held comes before the call.
 		if err := s.flushThink(emit); err != nil {
 			return err
 		}
 	}
-	cc, opened := s.calls.Place(0, &f)
+	cc, opened := s.calls.Place(0, f)
 	if opened {
 		cc.State = &streamCall{cc: cc, idx: -1}
 		s.queue = append(s.queue, cc.State)
