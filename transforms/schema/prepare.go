@@ -37,8 +37,10 @@ type prep struct {
 	// recursive one: each copy is walked, and may inline copies of its
 	// own, which doubles per level without a bound.
 	cloned int
-	// nulls memoizes allowsNull by node (nullPending while computed).
-	nulls map[*tnode]uint8
+	// nulls memoizes allowsNull by node (nullPending while computed);
+	// judged counts the schemas it judged, once each.
+	nulls  map[*tnode]uint8
+	judged int
 }
 
 // cloneBudget is the most nodes the first pass copies for a schema of

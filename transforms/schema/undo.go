@@ -365,6 +365,7 @@ func (p *prep) allowsNull(n *tnode) bool {
 }
 
 func (p *prep) judgeNull(n *tnode) bool {
+	p.judged++
 	if n.get("nullable").text() == "true" {
 		return true
 	}
