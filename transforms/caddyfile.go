@@ -1,8 +1,13 @@
 package transforms
 
 import (
+	"math"
 	"slices"
 	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/dustin/go-humanize"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
@@ -70,6 +75,34 @@ func (b *RuleBlock) Number() (int, error) {
 		return 0, b.d.Errf("%s: %q is not a whole number", b.Opt, b.Args[0])
 	}
 	return n, nil
+}
+
+// Size reads the line's single argument as a positive size in bytes,
+// written as humans do: 4MiB, 512KB, 1000.
+func (b *RuleBlock) Size() (int64, error) {
+	if len(b.Args) != 1 {
+		return 0, b.d.ArgErr()
+	}
+	n, err := humanize.ParseBytes(b.Args[0])
+	if err != nil || n == 0 || n > math.MaxInt64 {
+		// (0 would mean the default in JSON; written out it is a
+		// mistake more likely than a wish for the default.)
+		return 0, b.d.Errf("%s: %q is not a positive size", b.Opt, b.Args[0])
+	}
+	return int64(n), nil
+}
+
+// Duration reads the line's single argument as a positive duration, as
+// Caddy writes them: 10s, 250ms, 1d.
+func (b *RuleBlock) Duration() (time.Duration, error) {
+	if len(b.Args) != 1 {
+		return 0, b.d.ArgErr()
+	}
+	d, err := caddy.ParseDuration(b.Args[0])
+	if err != nil || d <= 0 {
+		return 0, b.d.Errf("%s: %q is not a positive duration", b.Opt, b.Args[0])
+	}
+	return d, nil
 }
 
 // Flag sets dst from a switch: no argument is true, else true or false.

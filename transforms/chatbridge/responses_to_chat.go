@@ -10,7 +10,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
 
@@ -18,7 +17,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/dustin/go-humanize"
 	"github.com/llmtransform/caddy-llm-transform/internal/providers"
 )
 
@@ -200,17 +198,7 @@ func (t *ResponsesToChat) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "reasoning_display":
 			err = b.One(&t.ReasoningDisplay)
 		case "max_reasoning":
-			var v string
-			if err = b.One(&v); err != nil {
-				break
-			}
-			n, perr := humanize.ParseBytes(v)
-			if perr != nil || n == 0 || n > math.MaxInt64 {
-				// 0 would mean the default in JSON; written out it is a
-				// mistake more likely than a wish for the default.
-				return d.Errf("max_reasoning: %q is not a positive size", v)
-			}
-			t.MaxReasoning = int64(n)
+			t.MaxReasoning, err = b.Size()
 		default:
 			return b.Unknown()
 		}

@@ -8,14 +8,12 @@ package messagesbridge
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/dustin/go-humanize"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/providers"
 )
@@ -188,29 +186,15 @@ func (t *MessagesToChat) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "system_messages":
 			err = b.One(&t.SystemMessages)
 		case "ping_interval":
-			var v string
-			if err = b.One(&v); err != nil {
-				break
-			}
-			dur, perr := caddy.ParseDuration(v)
-			if perr != nil || dur <= 0 {
-				return d.Errf("ping_interval: %q is not a positive duration", v)
-			}
+			var dur time.Duration
+			dur, err = b.Duration()
 			t.PingInterval = caddy.Duration(dur)
 		case "server_tools":
 			err = b.One(&t.ServerTools)
 		case "unsupported_content":
 			err = b.One(&t.UnsupportedContent)
 		case "max_reasoning":
-			var v string
-			if err = b.One(&v); err != nil {
-				break
-			}
-			n, perr := humanize.ParseBytes(v)
-			if perr != nil || n == 0 || n > math.MaxInt64 {
-				return d.Errf("max_reasoning: %q is not a positive size", v)
-			}
-			t.MaxReasoning = int64(n)
+			t.MaxReasoning, err = b.Size()
 		default:
 			return b.Unknown()
 		}
