@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,5 +106,35 @@ func TestRuleAnswersLocally(t *testing.T) {
 	want := `{"input_tokens":` + strconv.Itoa(len(customRequest)+len("longer-model-name")-1) + `}`
 	if rec.Code != 200 || rec.Body.String() != want || rec.Header().Get("Content-Type") != "application/json" {
 		t.Fatalf("%d %s %q, want %s", rec.Code, rec.Header().Get("Content-Type"), rec.Body, want)
+	}
+}
+
+// TestProtocolByPath: the path picks the protocol under any prefix, and
+// OpenAI's Assistants messages (/v1/threads/{id}/messages) are not
+// Anthropic's: a rule that reads only OpenAI's protocols leaves them be.
+func TestProtocolByPath(t *testing.T) {
+	h := wildcardHandler(t)
+	for path, want := range map[string]transforms.Protocol{
+		"/v1/responses":                   transforms.ProtocolResponses,
+		"/openai/v1/chat/completions/":    transforms.ProtocolChat,
+		"/v1/messages":                    transforms.ProtocolMessages,
+		"/anthropic/v1/messages":          transforms.ProtocolMessages,
+		"/v1/messages/count_tokens":       transforms.ProtocolMessages,
+		"/v1/threads/thread_abc/messages": transforms.ProtocolUnknown,
+		"/v1/messages/msg_1/other":        transforms.ProtocolUnknown,
+		"/v1/embeddings":                  transforms.ProtocolUnknown,
+	} {
+		r := httptest.NewRequest(http.MethodPost, path+"?beta=true", nil)
+		if got := h.protocolFor(r); got != want {
+			t.Errorf("%s: %v, want %v", path, got, want)
+		}
+	}
+	rec := serveRequest(t, h, httptest.NewRequest(http.MethodPost, "/v1/threads/thread_abc/messages", strings.NewReader(`{"role":"user","content":"hi"}`)),
+		func(w http.ResponseWriter, r *http.Request) error {
+			_, err := io.WriteString(w, "passed")
+			return err
+		})
+	if rec.Code != 200 || rec.Body.String() != "passed" {
+		t.Errorf("%d %s", rec.Code, rec.Body)
 	}
 }

@@ -41,7 +41,7 @@ type Handler struct {
 	// The API the routed requests speak: "responses",
 	// "chat_completions", "messages" (Anthropic's), or "auto" (the
 	// default), which picks by the path suffix /responses,
-	// /chat/completions or /messages and passes anything else through
+	// /chat/completions or /v1/messages and passes anything else through
 	// untouched. Errors the gateway answers itself come in the client's
 	// protocol's shape.
 	Protocol string `json:"protocol,omitempty"`
@@ -262,9 +262,11 @@ func (h *Handler) protocolFor(r *http.Request) transforms.Protocol {
 		return transforms.ProtocolResponses
 	case strings.HasSuffix(p, "/chat/completions"):
 		return transforms.ProtocolChat
-	case strings.HasSuffix(p, "/messages"), strings.HasSuffix(p, "/messages/count_tokens"):
-		// (Claude Code adds ?beta=true, which is no part of the path.)
-		// count_tokens has a Messages body; a bridge answers it itself.
+	case strings.HasSuffix(p, "/v1/messages"), strings.HasSuffix(p, "/v1/messages/count_tokens"):
+		// Anthropic's paths, under any prefix: a bare /messages would
+		// take in OpenAI's /v1/threads/{id}/messages. (Claude Code adds
+		// ?beta=true, no part of the path.) count_tokens has a Messages
+		// body; a bridge answers it itself.
 		return transforms.ProtocolMessages
 	}
 	return transforms.ProtocolUnknown
