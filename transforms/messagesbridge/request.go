@@ -142,7 +142,17 @@ func (t *MessagesToChat) RewriteRequest(x *transforms.Exchange, body []byte) ([]
 	case k.StreamThinking && !b.stream:
 		out = append(out, `,"enable_thinking":false`...) // refused without a stream
 	case k.Effort != nil:
+		n := len(out)
 		out = k.Effort(out, b.effort)
+		if len(out) == n && b.effort != "" && b.effort != "none" {
+			// Kimi thinks by the model, not by a switch: say that the
+			// client's thinking settings decided nothing here.
+			x.Decide("thinking", "ignore", "the "+t.Profile+" profile has no switch for thinking at effort "+b.effort+": the model's default applies")
+		}
+	default:
+		if b.effort != "" {
+			x.Decide("thinking", "ignore", "the "+t.Profile+" profile has no thinking knob")
+		}
 	}
 	out = append(out, b.format...)
 	out = append(out, '}')

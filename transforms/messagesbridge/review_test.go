@@ -231,3 +231,25 @@ func TestMessagesUsageDeepSeekCounters(t *testing.T) {
 		}
 	}
 }
+
+// TestMessagesToChatThinkingWithoutKnobSaysSo: a profile that switches
+// thinking by model, not by a field (Kimi), sends nothing for the client's
+// thinking settings; a decision says they decided nothing. Turning
+// thinking off it can say (thinking disabled), and says it.
+func TestMessagesToChatThinkingWithoutKnobSaysSo(t *testing.T) {
+	user := `{"role":"user","content":"hi"}`
+	out, x, err := rqRun(t, rqRules(`{"profile":"kimi"}`), rqBody(`,"thinking":{"type":"adaptive"},"output_config":{"effort":"high"}`, user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "thinking") || !slices.Contains(rqDecisions(x), "thinking ignore") {
+		t.Errorf("%s %q", out, rqDecisions(x))
+	}
+	out, x, err = rqRun(t, rqRules(`{"profile":"kimi"}`), rqBody(`,"thinking":{"type":"disabled"}`, user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"thinking":{"type":"disabled"}`) || slices.Contains(rqDecisions(x), "thinking ignore") {
+		t.Errorf("%s %q", out, rqDecisions(x))
+	}
+}
