@@ -68,6 +68,8 @@ func TestMessagesRoutesAnswerInAnthropicsShape(t *testing.T) {
 			`{"type":"error","error":{"type":"request_too_large","message":"request body exceeds the gateway's max_body_size of 2048 bytes (request_too_large)"}}`},
 		{"an unreadable body", "/pin/v1/messages", `{"model":"m","max_tokens":NaN}`, nil, 400,
 			`{"type":"error","error":{"type":"invalid_request_error","message":"the request body is not JSON the gateway reads: invalid character 'N' looking for beginning of value at byte offset 26 (invalid_json)"}}`},
+		{"a body the gateway cannot decode", "/pin/v1/messages", body, []string{"Content-Encoding: br"}, 415,
+			`{"type":"error","error":{"type":"invalid_request_error","message":"the gateway cannot decode a request body with Content-Encoding \"br\"; send it as gzip, zstd or uncompressed (unsupported_content_encoding)"}}`},
 		{"two different keys", "/pin/v1/messages", body, []string{"Authorization: Bearer " + teamAKey, "X-Api-Key: other"}, 401,
 			`{"type":"error","error":{"type":"authentication_error","message":"the request carries several API keys that differ (Authorization, X-Api-Key); send one (ambiguous_api_key)"}}`},
 	} {
