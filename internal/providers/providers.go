@@ -335,3 +335,28 @@ func UnknownName[V any](field, name string, names map[string]V) error {
 
 // Names are the profiles' names, sorted.
 func Names() []string { return slices.Sorted(maps.Keys(profiles)) }
+
+// Bridged is the profile name's row with a protocol bridge's overrides of
+// its Chat knobs: the token limit field ("" keeps the profile's) and what
+// earlier reasoning goes back ("" keeps the profile's).
+func Bridged(name, maxTokensField, reasoning string) (Profile, error) {
+	k, ok := Lookup(name)
+	if !ok {
+		return k, Unknown("profile", name)
+	}
+	switch maxTokensField {
+	case "":
+	case "max_tokens", "max_completion_tokens":
+		k.MaxTokensField = maxTokensField
+	default:
+		return k, fmt.Errorf("max_tokens_field %q: want max_tokens or max_completion_tokens", maxTokensField)
+	}
+	switch reasoning {
+	case "":
+	case ReasoningReplay, ReasoningToolCalls, ReasoningStrip:
+		k.Reasoning = reasoning
+	default:
+		return k, fmt.Errorf("reasoning %q: want replay, tool_calls or strip", reasoning)
+	}
+	return k, nil
+}

@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"compress/flate"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -78,4 +79,28 @@ func Open(env string, limit int) (profile, text string, ok bool) {
 	profile, _ = jsonspan.StringValue(doc, f[0])
 	text, ok = jsonspan.StringValue(doc, f[1])
 	return profile, text, ok
+}
+
+// Cut is the mark of reasoning a bridge cut at its cap, for profile:
+// "llmt1." and base64url of {"p":<profile>,"cut":true}. It holds no text,
+// so Open refuses it: no later turn sends part of the reasoning upstream
+// as if it were the whole.
+func Cut(profile string) string {
+	return "llmt1." + base64.RawURLEncoding.EncodeToString([]byte(`{"p":`+strconv.Quote(profile)+`,"cut":true}`))
+}
+
+// DefaultMax is the bridges' default max_reasoning: about four times the
+// longest reasoning of a 128k-token answer written as \u escapes, far
+// above a real answer, small enough for many streams at once.
+const DefaultMax = 4 << 20
+
+// Max is a bridge's max_reasoning option in effect: the default for 0.
+func Max(option int64) (int, error) {
+	switch {
+	case option < 0:
+		return 0, fmt.Errorf("max_reasoning %d is negative", option)
+	case option == 0:
+		return DefaultMax, nil
+	}
+	return int(option), nil
 }

@@ -29,3 +29,23 @@ func TestSealedTextOpensAsItWas(t *testing.T) {
 		t.Errorf("opened past the limit")
 	}
 }
+
+// TestCutMarkAndMax: the cut mark holds no text (Open refuses it) and is
+// the bytes both bridges write; max_reasoning's 0 is the default.
+func TestCutMarkAndMax(t *testing.T) {
+	if got := Cut("deepseek"); got != "llmt1.eyJwIjoiZGVlcHNlZWsiLCJjdXQiOnRydWV9" {
+		t.Errorf("cut mark %s", got)
+	}
+	if _, _, ok := Open(Cut("deepseek"), 1<<20); ok {
+		t.Error("a cut mark opened")
+	}
+	if n, err := Max(0); n != DefaultMax || err != nil {
+		t.Errorf("%d %v", n, err)
+	}
+	if n, err := Max(1000); n != 1000 || err != nil {
+		t.Errorf("%d %v", n, err)
+	}
+	if _, err := Max(-1); err == nil {
+		t.Error("a negative max_reasoning taken")
+	}
+}

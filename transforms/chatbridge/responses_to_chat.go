@@ -18,6 +18,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/llmtransform/caddy-llm-transform/internal/providers"
+	"github.com/llmtransform/caddy-llm-transform/internal/reasonenv"
 )
 
 func init() {
@@ -93,11 +94,6 @@ type ResponsesToChat struct {
 	maxReasoning          int
 }
 
-// defaultMaxReasoning is about four times the longest reasoning of a
-// 128k-token answer written as \u escapes: far above a real answer, small
-// enough for many streams at once.
-const defaultMaxReasoning = 4 << 20
-
 // CaddyModule returns the Caddy module information.
 func (ResponsesToChat) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
@@ -111,16 +107,9 @@ func (t *ResponsesToChat) Provision(caddy.Context) error {
 	if t.Profile == "" {
 		t.Profile = "openai_chat"
 	}
-	k, ok := providers.Lookup(t.Profile)
-	if !ok {
-		return providers.Unknown("profile", t.Profile)
-	}
-	switch t.MaxTokensField {
-	case "":
-	case "max_tokens", "max_completion_tokens":
-		k.MaxTokensField = t.MaxTokensField
-	default:
-		return fmt.Errorf("max_tokens_field %q: want max_tokens or max_completion_tokens", t.MaxTokensField)
+	k, err := providers.Bridged(t.Profile, t.MaxTokensField, t.Reasoning)
+	if err != nil {
+		return err
 	}
 	if t.DefaultMaxTokens != nil {
 		if *t.DefaultMaxTokens < 0 {
@@ -133,20 +122,8 @@ func (t *ResponsesToChat) Provision(caddy.Context) error {
 	default:
 		return fmt.Errorf("developer %q: want user or system", t.Developer)
 	}
-	switch t.Reasoning {
-	case "":
-	case "replay", "tool_calls", "strip":
-		k.Reasoning = t.Reasoning
-	default:
-		return fmt.Errorf("reasoning %q: want replay, tool_calls or strip", t.Reasoning)
-	}
-	switch {
-	case t.MaxReasoning < 0:
-		return fmt.Errorf("max_reasoning %d is negative", t.MaxReasoning)
-	case t.MaxReasoning == 0:
-		t.maxReasoning = defaultMaxReasoning
-	default:
-		t.maxReasoning = int(t.MaxReasoning)
+	if t.maxReasoning, err = reasonenv.Max(t.MaxReasoning); err != nil {
+		return err
 	}
 	switch t.ReasoningDisplay {
 	case "", "raw":
@@ -246,11 +223,10 @@ func newID() string {
 // cut at max_reasoning says so, {"p":<profile>,"cut":true}, so that no
 // later turn sends its part of the reasoning upstream as the whole.
 func reasoningEnvelope(profile string, cut bool) string {
-	j := `{"p":` + strconv.Quote(profile)
 	if cut {
-		j += `,"cut":true`
+		return reasonenv.Cut(profile)
 	}
-	return "llmt1." + base64.RawURLEncoding.EncodeToString([]byte(j+`}`))
+	return "llmt1." + base64.RawURLEncoding.EncodeToString([]byte(`{"p":`+strconv.Quote(profile)+`}`))
 }
 
 // bridgeError is a 400 in the client's shape.

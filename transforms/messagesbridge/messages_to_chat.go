@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/providers"
+	"github.com/llmtransform/caddy-llm-transform/internal/reasonenv"
 )
 
 func init() {
@@ -85,10 +86,6 @@ type MessagesToChat struct {
 	maxReasoning int
 }
 
-// defaultMaxReasoning is as responses_to_chat's: far above a real
-// answer's reasoning, small enough for many streams at once.
-const defaultMaxReasoning = 4 << 20
-
 // CaddyModule returns the Caddy module information.
 func (MessagesToChat) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
@@ -102,36 +99,17 @@ func (t *MessagesToChat) Provision(caddy.Context) error {
 	if t.Profile == "" {
 		t.Profile = "openai_chat"
 	}
-	k, ok := providers.Lookup(t.Profile)
-	if !ok {
-		return providers.Unknown("profile", t.Profile)
-	}
-	switch t.MaxTokensField {
-	case "":
-	case "max_tokens", "max_completion_tokens":
-		k.MaxTokensField = t.MaxTokensField
-	default:
-		return fmt.Errorf("max_tokens_field %q: want max_tokens or max_completion_tokens", t.MaxTokensField)
-	}
-	switch t.Reasoning {
-	case "":
-	case providers.ReasoningReplay, providers.ReasoningToolCalls, providers.ReasoningStrip:
-		k.Reasoning = t.Reasoning
-	default:
-		return fmt.Errorf("reasoning %q: want replay, tool_calls or strip", t.Reasoning)
+	k, err := providers.Bridged(t.Profile, t.MaxTokensField, t.Reasoning)
+	if err != nil {
+		return err
 	}
 	switch t.SystemMessages {
 	case "", "user", "system":
 	default:
 		return fmt.Errorf("system_messages %q: want user or system", t.SystemMessages)
 	}
-	switch {
-	case t.MaxReasoning < 0:
-		return fmt.Errorf("max_reasoning %d is negative", t.MaxReasoning)
-	case t.MaxReasoning == 0:
-		t.maxReasoning = defaultMaxReasoning
-	default:
-		t.maxReasoning = int(t.MaxReasoning)
+	if t.maxReasoning, err = reasonenv.Max(t.MaxReasoning); err != nil {
+		return err
 	}
 	switch {
 	case t.PingInterval < 0:

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"strconv"
 
@@ -27,14 +26,9 @@ import (
 const signaturePending = "llmt.pending"
 
 // cutSignature marks a thinking block whose reasoning is not whole: cut
-// at max_reasoning, or by the stream's failure. It holds no text, and
-// reasonenv.Open refuses it, so no later turn sends part of the reasoning
-// upstream as the whole. Its bytes are those responses_to_chat writes for
-// a cut reasoning item ("llmt1." and base64url of {"p":…,"cut":true}), so
-// a request side recognises both alike.
-func cutSignature(profile string) string {
-	return "llmt1." + base64.RawURLEncoding.EncodeToString([]byte(`{"p":`+strconv.Quote(profile)+`,"cut":true}`))
-}
+// at max_reasoning, or by the stream's failure (reasonenv.Cut, the mark
+// responses_to_chat writes for a cut reasoning item).
+func cutSignature(profile string) string { return reasonenv.Cut(profile) }
 
 // newMessageID is "msg_" and 24 random hex digits.
 func newMessageID() string {
