@@ -39,6 +39,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_body_size   <size>
 //		max_call_buffer <size>
 //		max_json_depth  <levels>
+//		max_rounds      <n>
+//		max_round_time  <duration>
 //		explain         [true|false]
 //		rule <transform> [request|response] {
 //			enabled true|false
@@ -57,7 +59,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	seen := map[string]bool{}
 	for d.NextBlock(0) {
-		if err := once(d, seen, "protocol", "max_body_size", "max_call_buffer", "max_json_depth", "explain"); err != nil {
+		if err := once(d, seen, "protocol", "max_body_size", "max_call_buffer", "max_json_depth", "max_rounds", "max_round_time", "explain"); err != nil {
 			return err
 		}
 		switch d.Val() {
@@ -103,6 +105,30 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			h.MaxJSONDepth = n
+		case "max_rounds":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(d.Val())
+			if err != nil || n < -1 {
+				return d.Errf("max_rounds: %q is not a whole number (-1 allows none)", d.Val())
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.MaxRounds = n
+		case "max_round_time":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil || dur <= 0 {
+				return d.Errf("max_round_time: %q is not a positive duration", d.Val())
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.MaxRoundTime = caddy.Duration(dur)
 		case "explain":
 			v, err := optionalBool(d)
 			if err != nil {

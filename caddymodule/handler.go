@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -68,6 +69,17 @@ type Handler struct {
 	// limit. The depth is checked in one flat pass before any rule walks
 	// the body.
 	MaxJSONDepth int `json:"max_json_depth,omitempty"`
+
+	// The most upstream requests rules may add to one client request
+	// (gateway rounds: tools_preflight's re-asks), across every rule that
+	// takes them. 0, the same as absent, means the default: 3; -1 allows
+	// none.
+	MaxRounds int `json:"max_rounds,omitempty"`
+
+	// The most wall time the added rounds of one request may take, from
+	// the first round's start; a round still running then is cut and
+	// counts as failed. 0, the same as absent, means the default: 60s.
+	MaxRoundTime caddy.Duration `json:"max_round_time,omitempty"`
 
 	// The rules of this handler, the provider scope. Requests go through
 	// them in list order, then through the global rules and the rules of
@@ -211,6 +223,12 @@ func (h *Handler) Validate() error {
 	}
 	if h.MaxJSONDepth < 0 || h.MaxJSONDepth > jsonspan.MaxDepth {
 		return fmt.Errorf("max_json_depth must be between 1 and %d, got %d", jsonspan.MaxDepth, h.MaxJSONDepth)
+	}
+	if h.MaxRounds < -1 {
+		return fmt.Errorf("max_rounds must be -1 (none), 0 (the default) or more, got %d", h.MaxRounds)
+	}
+	if h.MaxRoundTime < 0 {
+		return fmt.Errorf("max_round_time must be positive, got %v", time.Duration(h.MaxRoundTime))
 	}
 	return nil
 }
@@ -390,6 +408,8 @@ func (h *Handler) limits() transforms.Limits {
 		MaxCallBuffer: int(h.MaxCallBuffer),
 		MaxEvent:      int(h.MaxBodySize),
 		MaxDepth:      h.MaxJSONDepth,
+		MaxRounds:     h.MaxRounds,
+		MaxRoundTime:  time.Duration(h.MaxRoundTime),
 	}
 }
 
@@ -422,7 +442,7 @@ func (h *Handler) rewriteRequest(r *http.Request, x *transforms.Exchange, body [
 	}
 	if len(x.Applied()) > 0 { // a rule changed the body
 		setLeasedReader(r, out.Len(), out.NewReader, lease)
-		if !out.Deferred() {
+		if !out.Deferred() && !x.TakesRounds() {
 			// Nothing reads the body as the client sent it any more: its
 			// buffer can serve the next request while this one is
 			// proxied. A large rewritten body is built from it as the
@@ -483,6 +503,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 		return err
 	}
 	err := rw.finish()
+	if err == nil && x.PendingRound() != nil {
+		err = h.runRounds(rw, r, next, x)
+	}
 	observeResponse(rw, x)
 	return err
 }
@@ -769,6 +792,22 @@ func explain(x *transforms.Exchange) string {
 	b = strconv.AppendInt(b, int64(c.Converted), 10)
 	b = append(b, "; restored="...)
 	b = strconv.AppendInt(b, int64(c.Restored), 10)
+	if rs := x.Rounds(); len(rs) > 0 {
+		// round=k kind=… ms=… per round, as one list.
+		b = append(b, "; rounds="...)
+		for i, rd := range rs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendHeaderSafe(b, rd.Reason)
+			b = append(b, ':')
+			if rd.Err != nil {
+				b = append(b, "failed:"...)
+			}
+			b = strconv.AppendInt(b, rd.Duration.Milliseconds(), 10)
+			b = append(b, "ms"...)
+		}
+	}
 	b = append(b, "; decisions="...)
 	if len(x.Decisions()) == 0 {
 		b = append(b, '-')

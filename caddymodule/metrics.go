@@ -23,7 +23,36 @@ var metrics = struct {
 	unexpected     *prometheus.CounterVec
 	dropped        prometheus.Counter
 	argsUnrestored *prometheus.CounterVec
+	rounds         *prometheus.CounterVec
+	tallies        map[string]*prometheus.CounterVec
+	ruleEvents     *prometheus.CounterVec
 }{
+	rounds: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "llm_transform", Name: "rounds_total",
+		Help: "Upstream requests rules added to client requests (gateway rounds), by reason and outcome (answered or failed).",
+	}, []string{"reason", "outcome"}),
+	tallies: map[string]*prometheus.CounterVec{
+		"preflight_invalid": prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "caddy", Subsystem: "llm_transform", Name: "preflight_invalid_total",
+			Help: "Upstream calls tools_preflight found invalid, by reason (unknown_tool, invalid_json, schema, markup).",
+		}, []string{"reason"}),
+		"preflight_repaired": prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "caddy", Subsystem: "llm_transform", Name: "preflight_repaired_total",
+			Help: "Invalid calls tools_preflight repaired before the client saw them, by how (code_fence, trailing_comma, name, markup, reask).",
+		}, []string{"reason"}),
+		"preflight_failed": prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "caddy", Subsystem: "llm_transform", Name: "preflight_failed_total",
+			Help: "Calls still invalid after tools_preflight's last re-ask, by the outcome configured (pass, drop, error).",
+		}, []string{"reason"}),
+		"preflight_dedup": prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "caddy", Subsystem: "llm_transform", Name: "preflight_dedup_total",
+			Help: "Calls tools_preflight removed as repeats of an earlier call of the same answer.",
+		}, []string{"reason"}),
+	},
+	ruleEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "llm_transform", Name: "rule_events_total",
+		Help: "Events other transforms count (Exchange.Tally), by transform, event and label.",
+	}, []string{"transform", "event", "label"}),
 	applications: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "caddy", Subsystem: "llm_transform", Name: "rule_applications_total",
 		Help: "Rules that changed a request or response, by transform, phase and scope.",
@@ -77,7 +106,9 @@ func registerMetrics(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
 		metrics.applications, metrics.converted, metrics.restored,
 		metrics.rejections, metrics.buffered, metrics.streamErrors, metrics.patchInvalid,
-		metrics.unexpected, metrics.dropped, metrics.argsUnrestored,
+		metrics.unexpected, metrics.dropped, metrics.argsUnrestored, metrics.rounds, metrics.ruleEvents,
+		metrics.tallies["preflight_invalid"], metrics.tallies["preflight_repaired"],
+		metrics.tallies["preflight_failed"], metrics.tallies["preflight_dedup"],
 	} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -118,6 +149,13 @@ func observeExchange(x *transforms.Exchange) {
 			if n > 0 {
 				metrics.argsUnrestored.WithLabelValues(reason).Add(float64(n))
 			}
+		}
+	}
+	for _, t := range x.Tallies() {
+		if c, ok := metrics.tallies[t.Event]; ok {
+			c.WithLabelValues(t.Label).Add(float64(t.N))
+		} else {
+			metrics.ruleEvents.WithLabelValues(t.Transform, t.Event, t.Label).Add(float64(t.N))
 		}
 	}
 	for _, n := range x.CallBuffers() {

@@ -315,14 +315,9 @@ func (rw *responseWriter) Flush() { _ = rw.FlushError() }
 func (rw *responseWriter) finish() error {
 	switch rw.mode {
 	case modeStream:
-		if rw.stopTick != nil {
-			// No keep-alive between the upstream's end and ours.
-			rw.mu.Lock()
-			rw.endTicks()
-			rw.mu.Unlock()
-		}
 		if rw.dec != nil {
 			if err := rw.dec.Close(); err != nil {
+				rw.endStream()
 				if errors.Is(err, errStreamAborted) {
 					return nil
 				}
@@ -330,17 +325,7 @@ func (rw *responseWriter) finish() error {
 				return err
 			}
 		}
-		err := rw.stream.Close()
-		if out := rw.stream.Output(); len(out) > 0 {
-			if _, werr := rw.ResponseWriter.Write(out); werr != nil {
-				return werr
-			}
-		}
-		rw.stream.Release()
-		if err != nil {
-			rw.h.logger.Debug("stream ended by the gateway", zap.Error(err))
-		}
-		return nil
+		return rw.finishStream()
 	case modeBuffer:
 		if rw.tooBig {
 			return writeError(rw.ResponseWriter, rw.x.ClientProtocol(), &transforms.Error{
@@ -369,19 +354,66 @@ func (rw *responseWriter) finish() error {
 			return rw.writeBuffered(out)
 		}
 		out, err := rw.x.RewriteResponse(body)
-		if err != nil {
-			// The error may tell how the gateway works inside; it goes to
-			// the log, the client gets a fixed message.
-			rw.h.logger.Error("response rewrite failed", zap.Error(err))
-			metrics.rejections.WithLabelValues("transform_failed").Inc()
-			return writeError(rw.ResponseWriter, rw.x.ClientProtocol(), &transforms.Error{
-				Status: http.StatusBadGateway, Type: "server_error", Code: "transform_failed",
-				Message: "the gateway could not rewrite the upstream's response",
-			})
-		}
-		return rw.writeBuffered(out)
+		return rw.finishJSON(out, err)
 	}
 	return nil
+}
+
+// finishStream runs the stages' end of a stream (again after a round) and
+// writes what it produced. While a rule waits for a round, the stream stays
+// open, keep-alives included.
+func (rw *responseWriter) finishStream() error {
+	if rw.stopTick != nil {
+		rw.mu.Lock()
+		defer rw.mu.Unlock()
+	}
+	err := rw.stream.Close()
+	if out := rw.stream.Output(); len(out) > 0 {
+		if _, werr := rw.ResponseWriter.Write(out); werr != nil {
+			rw.endTicks()
+			return werr
+		}
+	}
+	if rw.stream.RoundPending() {
+		rw.unflushed = true
+		_ = rw.controller().Flush()
+		return nil
+	}
+	rw.endTicks()
+	rw.stream.Release()
+	if err != nil {
+		rw.h.logger.Debug("stream ended by the gateway", zap.Error(err))
+	}
+	return nil
+}
+
+// endStream stops the keep-alives of a stream that ends without its
+// stages' end.
+func (rw *responseWriter) endStream() {
+	if rw.stopTick != nil {
+		rw.mu.Lock()
+		rw.endTicks()
+		rw.mu.Unlock()
+	}
+}
+
+// finishJSON writes the rules' result for a JSON answer, unless a rule
+// asked for a round first.
+func (rw *responseWriter) finishJSON(out []byte, err error) error {
+	if err != nil {
+		// The error may tell how the gateway works inside; it goes to
+		// the log, the client gets a fixed message.
+		rw.h.logger.Error("response rewrite failed", zap.Error(err))
+		metrics.rejections.WithLabelValues("transform_failed").Inc()
+		return writeError(rw.ResponseWriter, rw.x.ClientProtocol(), &transforms.Error{
+			Status: http.StatusBadGateway, Type: "server_error", Code: "transform_failed",
+			Message: "the gateway could not rewrite the upstream's response",
+		})
+	}
+	if out == nil && rw.x.PendingRound() != nil {
+		return nil
+	}
+	return rw.writeBuffered(out)
 }
 
 // writeBuffered sends a whole body with its length.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -33,6 +34,13 @@ type Limits struct {
 	// defers every size, which tests use to hold small bodies to the bytes
 	// large ones get.
 	DeferMin int
+	// MaxRounds is the most upstream requests rules may add to one
+	// client request (StartRound), across every rule that takes rounds.
+	// 0 means DefaultMaxRounds; a negative value allows none.
+	MaxRounds int
+	// MaxRoundTime bounds the wall time added rounds may take, from the
+	// first round's start; 0 means DefaultMaxRoundTime.
+	MaxRoundTime time.Duration
 }
 
 // Exchange is the per-request record. The request and response phases of
@@ -91,6 +99,16 @@ type Exchange struct {
 	// The head of the upstream event a stream is handling, read once: the
 	// call tracker and the engine's numbering both look at every event's.
 	head eventHead
+
+	// Rounds (rounds.go): the round asked for and not yet sent, those
+	// sent, which bound rules take rounds on this request (nil until
+	// asked), and the join of a JSON answer's rounds.
+	round          *Round
+	rounds         []*Round
+	takers         []bool
+	itemsRewritten bool
+	jsonJoin       *jsonJoin
+	tallies        []Tally
 }
 
 // eventHead is the head of one event's data (its type and
@@ -360,6 +378,35 @@ func (x *Exchange) CountArgsUnrestored(reason string) {
 		x.counts.ArgsUnrestored.TooDeep++
 	}
 }
+
+// Tally is a count a rule kept for metrics (Exchange.Tally).
+type Tally struct {
+	// Transform is the rule's transform; Event what it counts
+	// ("preflight_invalid"); Label a reason or kind ("schema").
+	Transform, Event, Label string
+	N                       int
+}
+
+// Tally counts one event of the running rule under label, for the
+// gateway's metrics: tools_preflight's events have metrics of their own
+// (caddy_llm_transform_<event>_total{reason}), any other transform's are
+// counted in caddy_llm_transform_rule_events_total{transform,event,label}.
+func (x *Exchange) Tally(event, label string) {
+	tr := ""
+	if x.pos >= 0 && x.pos < len(x.rules) {
+		tr = x.rules[x.pos].TransformID()
+	}
+	for i := range x.tallies {
+		if t := &x.tallies[i]; t.Transform == tr && t.Event == event && t.Label == label {
+			t.N++
+			return
+		}
+	}
+	x.tallies = append(x.tallies, Tally{Transform: tr, Event: event, Label: label, N: 1})
+}
+
+// Tallies returns what the rules counted with Tally.
+func (x *Exchange) Tallies() []Tally { return x.tallies }
 
 // CountPatchInvalid records one restored apply_patch input that
 // normalisation could not bring into Codex's grammar.
@@ -702,9 +749,6 @@ func (x *Exchange) WantsResponse() bool {
 	return false
 }
 
-// RewriteResponse runs the response phase over a complete body, from the
-// rule nearest the upstream back to the client's side. It may run more than
-// once per exchange, once for every upstream response.
 // WantsError reports whether a bound rule rewrites the upstream's error
 // bodies (an ErrorRewriter whose response phase this request needs).
 func (x *Exchange) WantsError() bool {
@@ -754,9 +798,48 @@ func (x *Exchange) RewriteError(status int, body []byte) []byte {
 	return body
 }
 
+// RewriteResponse runs the response phase over a complete body, from the
+// rule nearest the upstream back to the client's side. When a rule asks
+// for a round (StartRound), it returns nil and no error:
+// the caller sends the round (RoundRequest) and hands its answer to
+// ResumeResponse.
 func (x *Exchange) RewriteResponse(body []byte) ([]byte, error) {
+	return x.rewriteResponse(len(x.rules)-1, body)
+}
+
+// ResumeResponse carries on the response phase that asked for the round
+// sent last, with that round's complete answer: through the rules nearer
+// the upstream, then the rule that asked, whose answers of every round
+// are joined, then the rest. When the round failed (its Err set; body is
+// then ignored), the rule that asked gets its previous answer again. Like
+// RewriteResponse it returns nil and no error when a rule asks for another
+// round.
+func (x *Exchange) ResumeResponse(body []byte) ([]byte, error) {
+	rd, j := x.lastRound(), x.jsonJoin
+	if rd == nil || j == nil {
+		return nil, errors.New("transforms: no round to resume")
+	}
+	if rd.Err != nil {
+		// The failed round's part is answered again, as if it were the
+		// last.
+		j.parts = j.parts[:len(j.parts)-1]
+		return x.rewriteResponse(rd.rule, j.input)
+	}
+	return x.rewriteResponse(len(x.rules)-1, body)
+}
+
+// jsonJoin is what a JSON answer's rounds leave for the join: the body
+// the rule that takes them was handed last, and the part of each earlier
+// round's answer it let through.
+type jsonJoin struct {
+	rule  int
+	input []byte
+	parts [][]byte
+}
+
+func (x *Exchange) rewriteResponse(from int, body []byte) ([]byte, error) {
 	defer x.at(-1, false)
-	for i := len(x.rules) - 1; i >= 0; i-- {
+	for i := from; i >= 0; i-- {
 		r := x.rules[i]
 		if r.phase&PhaseResponse == 0 {
 			continue
@@ -765,6 +848,17 @@ func (x *Exchange) RewriteResponse(body []byte) ([]byte, error) {
 		out, err := r.resp.RewriteResponse(x, body)
 		if err != nil {
 			return nil, err
+		}
+		if x.asked(i) {
+			if x.jsonJoin == nil {
+				x.jsonJoin = &jsonJoin{rule: i}
+			}
+			x.jsonJoin.input = body
+			x.jsonJoin.parts = append(x.jsonJoin.parts, out)
+			return nil, nil
+		}
+		if j := x.jsonJoin; j != nil && j.rule == i {
+			out = joinJSON(x.protos[i], append(j.parts, out))
 		}
 		if !jsonspan.SameSlice(out, body) {
 			x.markApplied(r, PhaseResponse)

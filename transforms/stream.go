@@ -82,6 +82,11 @@ type Stream struct {
 	// for the events stages write once it has ended.
 	lastID, lastRetry []byte
 	ending            bool // the stages' End runs
+
+	// Rounds: parsed says the upstream body's parser has been finished;
+	// endFrom is the first stage whose End is still to run.
+	parsed  bool
+	endFrom int
 }
 
 // spillAt is how much output a stream with a sink holds before handing it
@@ -112,44 +117,100 @@ func (x *Exchange) NewStream() *Stream {
 	defer x.at(-1, false)
 	up := x.UpstreamProtocol()
 	s := &Stream{x: x, client: x.client, bridged: x.client != up, upResponses: up == ProtocolResponses}
-	for i := len(x.rules) - 1; i >= 0; i-- {
-		r := x.rules[i]
-		if r.phase&PhaseResponse == 0 {
-			continue
-		}
-		x.at(i, true)
-		if st := r.resp.NewStream(x); st != nil {
-			t := &trackedStream{inner: st, r: r, x: x}
-			t.forwardFn = t.forward // one closure per stage, not per event
-			t.filter, _ = st.(typeFilter)
-			s.stages = append(s.stages, t)
-		}
-	}
+	s.stages = s.newStages(nil, len(x.rules)-1, 0)
 	s.echo = x.echoes()
 	if len(s.stages) == 0 && !s.echo {
 		return nil
 	}
-	s.parser.MaxEvent = x.Limits.MaxEvent
-	if !s.bridged && s.upResponses {
-		s.parser.Claim = s.claim
-		if len(s.stages) > 0 {
-			s.runStage = s.stages[0].(*trackedStream)
-			s.runs, _ = s.runStage.inner.(runTaker)
-		}
-	}
+	s.reset()
 	if p, ok := outPool.Get().(*[]byte); ok {
 		s.out = (*p)[:0]
 	}
 	if p, ok := outPool.Get().(*[]byte); ok {
 		s.scratch = (*p)[:0]
 	}
+	return s
+}
+
+// newStages appends to dst the stages of the bound rules from index from
+// down to index to, nearest the upstream first; a rule that takes rounds
+// on this request gets its joiner after its stage.
+func (s *Stream) newStages(dst []StreamTransform, from, to int) []StreamTransform {
+	x := s.x
+	for i := from; i >= to; i-- {
+		r := x.rules[i]
+		if r.phase&PhaseResponse == 0 {
+			continue
+		}
+		x.at(i, true)
+		if st := r.resp.NewStream(x); st != nil {
+			dst = append(dst, newTracked(x, r, i, st))
+		}
+		if x.roundTaker(i) {
+			if j := newJoiner(x, i, x.protos[i]); j != nil {
+				t := newTracked(x, r, i, j)
+				t.joiner = true
+				dst = append(dst, t)
+			}
+		}
+	}
+	return dst
+}
+
+func newTracked(x *Exchange, r *Rule, i int, st StreamTransform) *trackedStream {
+	t := &trackedStream{inner: st, r: r, ri: i, x: x}
+	t.forwardFn = t.forward // one closure per stage, not per event
+	t.filter, _ = st.(typeFilter)
+	return t
+}
+
+// reset readies the parser, the claims and the stages' links for an
+// upstream body: the first, or a round's.
+func (s *Stream) reset() {
+	s.parser = streambuf.Parser{MaxEvent: s.x.Limits.MaxEvent}
+	s.runs, s.runStage, s.passHead = nil, nil, nil
+	if !s.bridged && s.upResponses {
+		s.parser.Claim = s.claim
+		if s.sink != nil {
+			s.parser.Claim = s.claimSpilling
+		}
+		if len(s.stages) > 0 {
+			s.runStage = s.stages[0].(*trackedStream)
+			s.runs, _ = s.runStage.inner.(runTaker)
+		}
+	}
 	s.emits = make([]Emit, len(s.stages))
 	for i := range s.stages {
 		next := i + 1
 		s.emits[i] = func(ev *Event) error { return s.push(next, ev) }
 	}
-	return s
+	s.parsed, s.endFrom, s.ending = false, 0, false
 }
+
+// ResumeRound readies the stream for the answer of the round just sent:
+// the rules nearer the upstream than the one that asked get new stages,
+// the rest carry on. Call it once the round's answer turned out to be a
+// stream, before its first Write.
+func (s *Stream) ResumeRound() {
+	rd := s.x.lastRound()
+	if rd == nil {
+		return
+	}
+	defer s.x.at(-1, false)
+	k := 0
+	for k < len(s.stages) && s.stages[k].(*trackedStream).ri > rd.rule {
+		k++
+	}
+	fresh := s.newStages(nil, len(s.x.rules)-1, rd.rule+1)
+	s.stages = append(fresh, s.stages[k:]...)
+	s.reset()
+}
+
+// RoundPending reports whether Close stopped for a round a rule asked for:
+// the caller sends it (Exchange.RoundRequest), then calls ResumeRound and
+// writes its answer, or records its failure (Exchange.EndRound), and
+// calls Close again.
+func (s *Stream) RoundPending() bool { return !s.stopped && s.x.round != nil }
 
 // DisableClaims makes every event of the stream take the general way
 // through the parser, the head and the stages, instead of runs of like
@@ -239,20 +300,30 @@ func (s *Stream) Close() error {
 	if s.stopped {
 		return nil
 	}
-	// An upstream may close right after its last data line (a Chat
-	// "data: [DONE]" without the blank line): that event still counts.
-	if err := s.parser.Finish(s.handle); err != nil {
-		if ab := s.fail(err); ab != nil {
-			return ab
+	if !s.parsed {
+		// An upstream may close right after its last data line (a Chat
+		// "data: [DONE]" without the blank line): that event still counts.
+		s.parsed = true
+		if err := s.parser.Finish(s.handle); err != nil {
+			if ab := s.fail(err); ab != nil {
+				return ab
+			}
 		}
 	}
 	s.ending = true
-	for i, st := range s.stages {
+	for i := s.endFrom; i < len(s.stages); i++ {
+		st := s.stages[i]
 		if err := st.End(s.emits[i]); err != nil {
 			return s.fail(err)
 		}
 		if err := s.spill(); err != nil {
 			return s.fail(err)
+		}
+		if s.x.asked(st.(*trackedStream).ri) {
+			// The rule asked for a round: the stages after it end once
+			// the rounds have; if the round fails, the rule ends again.
+			s.endFrom = i
+			return nil
 		}
 	}
 	if s.bridged && s.client == ProtocolChat && !s.sawDone {
@@ -868,8 +939,11 @@ func openAIHead(d []byte) (typ, seq jsonspan.Span, ok bool) {
 type trackedStream struct {
 	inner StreamTransform
 	r     *Rule
-	x     *Exchange
-	emit  Emit
+	ri    int // the rule's index among the bound rules
+	// joiner: the stage is the engine's joiner of r's rounds, not r's.
+	joiner bool
+	x      *Exchange
+	emit   Emit
 
 	forwardFn Emit
 	filter    typeFilter // nil: the stage sees every event
