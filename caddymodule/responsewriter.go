@@ -400,6 +400,13 @@ func (rw *responseWriter) endStream() {
 // finishJSON writes the rules' result for a JSON answer, unless a rule
 // asked for a round first.
 func (rw *responseWriter) finishJSON(out []byte, err error) error {
+	var te *transforms.Error
+	if errors.As(err, &te) {
+		// A rule's answer for the client (tools_preflight's
+		// on_failure error).
+		rw.h.logger.Debug("response refused by a rule", zap.String("code", te.Code), zap.String("reason", te.Message))
+		return writeError(rw.ResponseWriter, rw.x.ClientProtocol(), te)
+	}
 	if err != nil {
 		// The error may tell how the gateway works inside; it goes to
 		// the log, the client gets a fixed message.

@@ -285,6 +285,10 @@ type chatJoin struct {
 	usage     []byte // usage of the rounds that asked for another, summed
 	usageSent bool
 	calls     bool // the client saw a call
+	// What a round that asked for another left out, owed to the client
+	// if no later round answers: its finish_reason and [DONE].
+	owedFinish []byte
+	owedDone   bool
 }
 
 func (j *chatJoin) Event(ev *Event, emit Emit) error {
@@ -298,9 +302,11 @@ func (j *chatJoin) Event(ev *Event, emit Emit) error {
 			j.base[c] += k
 		}
 		clear(j.seen)
+		j.owedFinish, j.owedDone = nil, false
 	}
 	if bytes.Equal(bytes.TrimSpace(d), doneData) {
 		if j.x.asked(j.rule) {
+			j.owedDone = true
 			return nil
 		}
 		if j.round > 0 && len(j.usage) > 0 && !j.usageSent {
@@ -403,6 +409,7 @@ func (j *chatJoin) rewrite(d []byte) ([]byte, bool) {
 		if fr, ok := ch["finish_reason"]; ok && !bytes.Equal(fr, []byte("null")) {
 			switch {
 			case asked:
+				j.owedFinish = bytes.Clone(fr)
 				ch["finish_reason"] = json.RawMessage("null")
 			case j.calls && string(fr) == `"stop"`:
 				// The client got calls in an earlier round.
@@ -443,7 +450,40 @@ func (j *chatJoin) rewrite(d []byte) ([]byte, bool) {
 	return out, true
 }
 
-func (j *chatJoin) End(Emit) error { return nil }
+// End gives the client what a round that never answered left out: the
+// finish, the usage, [DONE].
+func (j *chatJoin) End(emit Emit) error {
+	if j.x.asked(j.rule) || j.owedFinish == nil && !j.owedDone {
+		return nil
+	}
+	if j.owedFinish != nil {
+		fr := j.owedFinish
+		if j.calls {
+			fr = []byte(`"tool_calls"`)
+		}
+		c := []byte(`{"id":`)
+		c = append(c, j.id...)
+		c = append(c, `,"object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":`...)
+		c = append(append(c, fr...), "}]}"...)
+		if err := emit(&Event{Data: c}); err != nil {
+			return err
+		}
+	}
+	if len(j.usage) > 0 && !j.usageSent {
+		j.usageSent = true
+		u := []byte(`{"id":`)
+		u = append(u, j.id...)
+		u = append(u, `,"object":"chat.completion.chunk","choices":[],"usage":`...)
+		u = append(append(u, j.usage...), '}')
+		if err := emit(&Event{Data: u}); err != nil {
+			return err
+		}
+	}
+	if j.owedDone {
+		return emit(&Event{Data: []byte("[DONE]")})
+	}
+	return nil
+}
 
 // joinJSON joins the bodies a round-taking rule returned for the rounds of
 // a non-streaming answer, in the rule's client-side protocol.

@@ -668,7 +668,11 @@ func (s *Stream) push(i int, ev *Event) error {
 		s.write(ev)
 		return nil
 	}
-	return s.stages[i].Event(ev, s.emits[i])
+	// The stage that emitted carries on as the running rule.
+	pos, resp := s.x.pos, s.x.response
+	err := s.stages[i].Event(ev, s.emits[i])
+	s.x.pos, s.x.response = pos, resp
+	return err
 }
 
 // typeFilter is implemented by stream stages that handle Responses events
@@ -964,6 +968,9 @@ func (t *trackedStream) forward(ev *Event) error {
 }
 
 func (t *trackedStream) Event(ev *Event, emit Emit) error {
+	// The stage's rule is the running one: what it asks of the exchange
+	// (a round, a tally) is its own.
+	t.x.pos, t.x.response = t.ri, true
 	if t.detected {
 		return t.failed(t.inner.Event(ev, emit))
 	}
@@ -979,6 +986,7 @@ func (t *trackedStream) Event(ev *Event, emit Emit) error {
 }
 
 func (t *trackedStream) End(emit Emit) error {
+	t.x.pos, t.x.response = t.ri, true
 	if t.detected {
 		return t.failed(t.inner.End(emit))
 	}

@@ -10,6 +10,7 @@ import (
 	_ "github.com/llmtransform/caddy-llm-transform/transforms/customtools"
 	_ "github.com/llmtransform/caddy-llm-transform/transforms/fieldset"
 	_ "github.com/llmtransform/caddy-llm-transform/transforms/messagesbridge"
+	_ "github.com/llmtransform/caddy-llm-transform/transforms/preflight"
 	_ "github.com/llmtransform/caddy-llm-transform/transforms/schema"
 	_ "github.com/llmtransform/caddy-llm-transform/transforms/toolsfilter"
 	_ "github.com/llmtransform/caddy-llm-transform/transforms/toolsplan"

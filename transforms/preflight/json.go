@@ -1,0 +1,329 @@
+package preflight
+
+import (
+	"bytes"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
+	"github.com/llmtransform/caddy-llm-transform/transforms"
+)
+
+// RewriteResponse checks the calls of a complete answer. A body with
+// nothing to change is returned as it came.
+func (p *Preflight) RewriteResponse(x *transforms.Exchange, body []byte) ([]byte, error) {
+	rec := p.record(x)
+	if rec.body == nil || !jsonspan.Valid(body) {
+		return body, nil
+	}
+	if x.Protocol() == transforms.ProtocolChat {
+		return p.chatBody(x, rec, body)
+	}
+	return p.responsesBody(x, rec, body)
+}
+
+// responsesBody checks a Responses answer's output items.
+func (p *Preflight) responsesBody(x *transforms.Exchange, rec *record, body []byte) ([]byte, error) {
+	out := jsonspan.Lookup(body, 0, "output")
+	if out.Start < 0 || body[out.Start] != '[' {
+		return body, nil
+	}
+	a := p.beginAnswer(x, rec)
+	incomplete := jsonspan.IsString(body, jsonspan.Lookup(body, 0, "status"), "incomplete")
+	type item struct {
+		el   jsonspan.Span
+		v    *verdict
+		call bool
+	}
+	var items []item
+	jsonspan.EachElement(body, out.Start, func(el jsonspan.Span) bool {
+		it := item{el: el}
+		if body[el.Start] == '{' {
+			f := callFields(body, el.Start)
+			switch f.typ {
+			case "function_call":
+				v := a.judge(f.ns, f.name, f.args)
+				it.v, it.call = &v, true
+			case "custom_tool_call":
+				v := a.judge(f.ns, f.name, nil)
+				it.v, it.call = &v, true
+			}
+		}
+		items = append(items, it)
+		return true
+	})
+	changed := a.repair
+	for _, it := range items {
+		if it.v != nil && (it.v.changed || it.v.dup || !it.v.valid()) {
+			changed = true
+		}
+	}
+	if !changed {
+		return body, nil
+	}
+	// A re-ask for the invalid calls, when one may still be taken.
+	asked := false
+	if a.invalid > 0 && a.reaskable && !incomplete {
+		var hist [][]byte
+		var outs []callOutput
+		for _, it := range items {
+			if it.v != nil && it.v.dup {
+				continue
+			}
+			el := body[it.el.Start:it.el.End]
+			hist = append(hist, el)
+			if it.call {
+				f := callFields(body, it.el.Start)
+				text := validNote
+				if !it.v.valid() {
+					text = it.v.message
+				}
+				outs = append(outs, callOutput{callID: f.callID, custom: f.typ == "custom_tool_call", text: text})
+			}
+		}
+		if req, err := reaskResponses(rec.reaskBase(), hist, outs); err == nil {
+			asked = a.reask(req)
+		} else {
+			x.Decide("preflight", "no_reask", err.Error())
+		}
+	}
+	// What the client sees of this answer.
+	arr := []byte{'['}
+	n := 0
+	for _, it := range items {
+		el := body[it.el.Start:it.el.End]
+		switch {
+		case !it.call && a.repair:
+			continue // a re-ask's text is not shown again
+		case it.v != nil && it.v.dup:
+			continue
+		case it.v != nil && !it.v.valid():
+			if asked {
+				continue
+			}
+			a.outcome(it.v)
+			switch p.onFailure {
+			case failDrop:
+				continue
+			case failError:
+				return nil, invalidError(it.v)
+			}
+		case it.v != nil && it.v.changed:
+			el = rewriteItem(el, it.v)
+		}
+		if n > 0 {
+			arr = append(arr, ',')
+		}
+		arr = append(arr, el...)
+		n++
+	}
+	arr = append(arr, ']')
+	return replaceSpan(body, out, arr), nil
+}
+
+// fields are what a call item says about itself.
+type fields struct {
+	typ, ns, name, callID string
+	args                  []byte // decoded
+}
+
+func callFields(doc []byte, at int) fields {
+	var f fields
+	var sp [5]jsonspan.Span
+	jsonspan.ObjectFields(doc, at, []string{"type", "namespace", "name", "call_id", "arguments"}, sp[:])
+	f.typ, _ = jsonspan.StringValue(doc, sp[0])
+	f.ns, _ = jsonspan.StringValue(doc, sp[1])
+	f.name, _ = jsonspan.StringValue(doc, sp[2])
+	f.callID, _ = jsonspan.StringValue(doc, sp[3])
+	if a := sp[4]; a.Start >= 0 && doc[a.Start] == '"' {
+		f.args = jsonspan.Unescape(nil, doc[a.Start+1:a.End-1])
+	}
+	return f
+}
+
+// rewriteItem gives a call item the repaired name and arguments.
+func rewriteItem(el []byte, v *verdict) []byte {
+	w := jsonspan.NewObj(nil)
+	jsonspan.EachMember(el, 0, func(m jsonspan.Member) bool {
+		switch {
+		case m.KeyIs(el, "name"):
+			w.Key("name")
+			w.B = jsonspan.AppendStringStr(w.B, v.name)
+		case m.KeyIs(el, "arguments"):
+			w.Key("arguments")
+			w.B = jsonspan.AppendString(w.B, v.args)
+		default:
+			w.Raw(el, m)
+		}
+		return true
+	})
+	return w.Close()
+}
+
+// chatBody checks the calls of a Chat answer's one choice.
+func (p *Preflight) chatBody(x *transforms.Exchange, rec *record, body []byte) ([]byte, error) {
+	choices := jsonspan.Lookup(body, 0, "choices")
+	if choices.Start < 0 || body[choices.Start] != '[' {
+		return body, nil
+	}
+	var els []jsonspan.Span
+	jsonspan.EachElement(body, choices.Start, func(el jsonspan.Span) bool {
+		els = append(els, el)
+		return true
+	})
+	if len(els) != 1 || body[els[0].Start] != '{' {
+		return body, nil // n > 1: not checked
+	}
+	ch := els[0]
+	msg := jsonspan.Lookup(body, ch.Start, "message")
+	if msg.Start < 0 || body[msg.Start] != '{' {
+		return body, nil
+	}
+	var mf [3]jsonspan.Span
+	jsonspan.ObjectFields(body, msg.Start, []string{"tool_calls", "content", "reasoning_content"}, mf[:])
+	tcs := mf[0]
+	a := p.beginAnswer(x, rec)
+	if tcs.Start < 0 || body[tcs.Start] != '[' {
+		if !a.repair {
+			return body, nil
+		}
+		return hideChatText(body, ch, msg, nil), nil
+	}
+	type call struct {
+		el jsonspan.Span
+		c  chatCall
+		v  verdict
+	}
+	var calls []call
+	jsonspan.EachElement(body, tcs.Start, func(el jsonspan.Span) bool {
+		c := call{el: el}
+		if body[el.Start] == '{' {
+			id, _ := jsonspan.StringValue(body, jsonspan.Lookup(body, el.Start, "id"))
+			fn := jsonspan.Lookup(body, el.Start, "function")
+			if fn.Start >= 0 && body[fn.Start] == '{' {
+				name, _ := jsonspan.StringValue(body, jsonspan.Lookup(body, fn.Start, "name"))
+				var args []byte
+				if as := jsonspan.Lookup(body, fn.Start, "arguments"); as.Start >= 0 && body[as.Start] == '"' {
+					args = jsonspan.Unescape(nil, body[as.Start+1:as.End-1])
+				}
+				c.c = chatCall{id: id, name: name, args: args}
+				c.v = a.judge("", name, args)
+			}
+		}
+		calls = append(calls, c)
+		return true
+	})
+	changed := a.repair
+	for _, c := range calls {
+		if c.v.changed || c.v.dup || !c.v.valid() {
+			changed = true
+		}
+	}
+	if !changed {
+		return body, nil
+	}
+	finish := jsonspan.Lookup(body, ch.Start, "finish_reason")
+	asked := false
+	if a.invalid > 0 && a.reaskable && !jsonspan.IsString(body, finish, "length") {
+		turn := chatTurn{}
+		if sp := mf[1]; sp.Start >= 0 && body[sp.Start] == '"' {
+			turn.content = body[sp.Start:sp.End]
+		}
+		if sp := mf[2]; sp.Start >= 0 && body[sp.Start] == '"' {
+			turn.reasoning = body[sp.Start:sp.End]
+		}
+		var outs []callOutput
+		for _, c := range calls {
+			if c.v.dup {
+				continue
+			}
+			turn.calls = append(turn.calls, c.c)
+			text := validNote
+			if !c.v.valid() {
+				text = c.v.message
+			}
+			outs = append(outs, callOutput{callID: c.c.id, text: text})
+		}
+		if req, err := reaskChat(rec.reaskBase(), turn, outs); err == nil {
+			asked = a.reask(req)
+		} else {
+			x.Decide("preflight", "no_reask", err.Error())
+		}
+	}
+	arr := []byte{'['}
+	n := 0
+	for _, c := range calls {
+		el := body[c.el.Start:c.el.End]
+		switch {
+		case c.v.dup:
+			continue
+		case !c.v.valid():
+			if asked {
+				continue
+			}
+			a.outcome(&c.v)
+			switch p.onFailure {
+			case failDrop:
+				continue
+			case failError:
+				return nil, invalidError(&c.v)
+			}
+		case c.v.changed:
+			el = rewriteChatCall(el, &c.v)
+		}
+		if n > 0 {
+			arr = append(arr, ',')
+		}
+		arr = append(arr, el...)
+		n++
+	}
+	arr = append(arr, ']')
+	if a.repair {
+		return hideChatText(body, ch, msg, arr), nil
+	}
+	out := replaceSpan(body, tcs, arr)
+	if n == 0 && !asked {
+		// No call is left: the answer ends as a plain one.
+		if f := jsonspan.Lookup(out, jsonspan.Lookup(out, 0, "choices").Start+1, "finish_reason"); f.Start >= 0 {
+			out = replaceSpan(out, f, []byte(`"stop"`))
+		}
+	}
+	return out, nil
+}
+
+// hideChatText returns a re-ask's answer as the client sees it: its calls
+// (calls, a JSON array, or none) without the text around them.
+func hideChatText(body []byte, ch, msg jsonspan.Span, calls []byte) []byte {
+	w := jsonspan.NewObj(nil)
+	jsonspan.EachMember(body, msg.Start, func(m jsonspan.Member) bool {
+		switch {
+		case m.KeyIs(body, "content"):
+			w.Key("content")
+			w.B = append(w.B, "null"...)
+		case m.KeyIs(body, "reasoning_content"), m.KeyIs(body, "reasoning"):
+		case m.KeyIs(body, "tool_calls"):
+			if calls != nil && !bytes.Equal(calls, []byte("[]")) {
+				w.Key("tool_calls")
+				w.B = append(w.B, calls...)
+			}
+		default:
+			w.Raw(body, m)
+		}
+		return true
+	})
+	return replaceSpan(body, msg, w.Close())
+}
+
+// rewriteChatCall gives a tool_calls entry the repaired name and
+// arguments.
+func rewriteChatCall(el []byte, v *verdict) []byte {
+	w := jsonspan.NewObj(nil)
+	jsonspan.EachMember(el, 0, func(m jsonspan.Member) bool {
+		if m.KeyIs(el, "function") {
+			w.Key("function")
+			w.B = append(w.B, rewriteItem(el[m.Value.Start:m.Value.End], v)...)
+			return true
+		}
+		w.Raw(el, m)
+		return true
+	})
+	return w.Close()
+}

@@ -1,0 +1,169 @@
+package preflight_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/llmtransform/caddy-llm-transform/transforms"
+	tt "github.com/llmtransform/caddy-llm-transform/transforms/transformtest"
+
+	_ "github.com/llmtransform/caddy-llm-transform/transforms/preflight"
+)
+
+// The scripted answers every test plays: a first answer whose call has a
+// wrong type (/limit) and misses a required member (path), and the answer
+// to the re-ask, valid.
+
+const readFileSchema = `{"type":"object","properties":{"path":{"type":"string"},"limit":{"type":"integer"}},"required":["path"],"additionalProperties":false}`
+
+const responsesReq = `{"model":"m","stream":true,"input":"read a.txt","tools":[{"type":"function","name":"read_file","parameters":` + readFileSchema + `}]}`
+
+const rules = `[{"transform":"tools_preflight"}]`
+
+// seqSSE numbers events 0, 1, 2… and frames them as OpenAI does.
+func seqSSE(events ...string) string {
+	out := make([]string, len(events))
+	for i, e := range events {
+		out[i] = strings.Replace(e, `"SEQ"`, fmt.Sprint(i), 1)
+	}
+	return tt.SSE(out...)
+}
+
+func responsesAnswer(id, text, itemID, callID, args, usage string) string {
+	argsJSON, _ := json.Marshal(args)
+	msg := `{"type":"message","id":"msg_` + id + `","status":"completed","role":"assistant","content":[{"type":"output_text","text":"` + text + `","annotations":[]}]}`
+	call := `{"type":"function_call","id":"` + itemID + `","call_id":"` + callID + `","name":"read_file","arguments":` + string(argsJSON) + `,"status":"completed"}`
+	half := len(args) / 2
+	d1, _ := json.Marshal(args[:half])
+	d2, _ := json.Marshal(args[half:])
+	return seqSSE(
+		`{"type":"response.created","sequence_number":"SEQ","response":{"id":"resp_`+id+`","object":"response","status":"in_progress","output":[]}}`,
+		`{"type":"response.output_item.added","sequence_number":"SEQ","output_index":0,"item":{"type":"message","id":"msg_`+id+`","status":"in_progress","role":"assistant","content":[]}}`,
+		`{"type":"response.output_text.delta","sequence_number":"SEQ","item_id":"msg_`+id+`","output_index":0,"content_index":0,"delta":"`+text+`"}`,
+		`{"type":"response.output_item.done","sequence_number":"SEQ","output_index":0,"item":`+msg+`}`,
+		`{"type":"response.output_item.added","sequence_number":"SEQ","output_index":1,"item":{"type":"function_call","id":"`+itemID+`","call_id":"`+callID+`","name":"read_file","arguments":"","status":"in_progress"}}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":"SEQ","item_id":"`+itemID+`","output_index":1,"delta":`+string(d1)+`}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":"SEQ","item_id":"`+itemID+`","output_index":1,"delta":`+string(d2)+`}`,
+		`{"type":"response.function_call_arguments.done","sequence_number":"SEQ","item_id":"`+itemID+`","output_index":1,"arguments":`+string(argsJSON)+`}`,
+		`{"type":"response.output_item.done","sequence_number":"SEQ","output_index":1,"item":`+call+`}`,
+		`{"type":"response.completed","sequence_number":"SEQ","response":{"id":"resp_`+id+`","object":"response","status":"completed","output":[`+msg+`,`+call+`],"usage":`+usage+`}}`,
+	)
+}
+
+const (
+	usage1 = `{"input_tokens":100,"input_tokens_details":{"cached_tokens":40},"output_tokens":20,"output_tokens_details":{"reasoning_tokens":5},"total_tokens":120}`
+	usage2 = `{"input_tokens":150,"input_tokens_details":{"cached_tokens":100},"output_tokens":10,"output_tokens_details":{"reasoning_tokens":2},"total_tokens":160}`
+	sum12  = `{"input_tokens":250,"input_tokens_details":{"cached_tokens":140},"output_tokens":30,"output_tokens_details":{"reasoning_tokens":7},"total_tokens":280}`
+
+	badArgs  = `{"limit":"10"}`
+	goodArgs = `{"path":"a.txt","limit":10}`
+)
+
+// script answers the n-th request with answers[n].
+func script(answers ...string) (tt.Upstream, *[][]byte) {
+	var got [][]byte
+	return func(req []byte) (int, string) {
+		got = append(got, req)
+		if len(got) > len(answers) {
+			return 500, `{"error":{"message":"no more answers"}}`
+		}
+		return 200, answers[len(got)-1]
+	}, &got
+}
+
+// assertReask checks the upstream's second request: the first answer's
+// turn with the bad call, and an output naming both problems.
+func assertReask(t *testing.T, req []byte) {
+	t.Helper()
+	in := gjson.GetBytes(req, "input")
+	if !in.IsArray() || len(in.Array()) != 4 {
+		t.Fatalf("re-ask input = %s", in.Raw)
+	}
+	items := in.Array()
+	if items[0].Get("role").String() != "user" || items[0].Get("content").String() != "read a.txt" {
+		t.Errorf("input[0] = %s", items[0].Raw)
+	}
+	if items[1].Get("type").String() != "message" || items[2].Get("type").String() != "function_call" {
+		t.Errorf("the first answer's turn is not replayed: %s", in.Raw)
+	}
+	if items[2].Get("arguments").String() != badArgs || items[2].Get("call_id").String() != "call_1" {
+		t.Errorf("the bad call is not replayed as made: %s", items[2].Raw)
+	}
+	out := items[3]
+	if out.Get("type").String() != "function_call_output" || out.Get("call_id").String() != "call_1" {
+		t.Fatalf("no output for the bad call: %s", out.Raw)
+	}
+	want := "The arguments of the call to tool 'read_file' do not match the tool's parameters schema (2 problems):\n" +
+		"- at the root (schema /required): missing property 'path'\n" +
+		"- at /limit (schema /properties/limit/type): expected integer, but got string\n" +
+		"Call 'read_file' again with corrected arguments."
+	if got := out.Get("output").String(); got != want {
+		t.Errorf("re-ask output = %q\nwant %q", got, want)
+	}
+}
+
+func TestStreamReaskShowsOnlyTheRepairedCall(t *testing.T) {
+	for _, n := range tt.ChunkSizes {
+		up, _ := script(
+			responsesAnswer("1", "Reading.", "fc_1", "call_1", badArgs, usage1),
+			responsesAnswer("2", "Sorry.", "fc_2", "call_2", goodArgs, usage2),
+		)
+		x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolResponses, []byte(responsesReq))
+		out, sent := tt.RunStream(t, x, []byte(responsesReq), up, n)
+		if len(sent) != 2 {
+			t.Fatalf("upstream got %d requests, want 2", len(sent))
+		}
+		assertReask(t, sent[1])
+		evs := tt.Events(t, out)
+		var types []string
+		for _, e := range evs {
+			types = append(types, e["type"].(string))
+		}
+		want := []string{
+			"response.created", "response.output_item.added", "response.output_text.delta", "response.output_item.done",
+			"response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.delta",
+			"response.function_call_arguments.done", "response.output_item.done", "response.completed",
+		}
+		if strings.Join(types, ",") != strings.Join(want, ",") {
+			t.Fatalf("chunk %d: client events\n%s\nwant\n%s\n%s", n, strings.Join(types, ","), strings.Join(want, ","), out)
+		}
+		for _, i := range []int{4, 5, 6, 7, 8} {
+			if evs[i]["output_index"].(float64) != 1 {
+				t.Errorf("event %d output_index = %v, want 1", i, evs[i]["output_index"])
+			}
+		}
+		b, _ := json.Marshal(evs[8]["item"])
+		tt.JSONEqual(t, b, `{"type":"function_call","id":"fc_2","call_id":"call_2","name":"read_file","arguments":`+jsonString(goodArgs)+`,"status":"completed"}`)
+		final, _ := json.Marshal(evs[9]["response"])
+		tt.JSONEqual(t, final, `{"id":"resp_1","object":"response","status":"completed","output":[`+
+			`{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Reading.","annotations":[]}]},`+
+			`{"type":"function_call","id":"fc_2","call_id":"call_2","name":"read_file","arguments":`+jsonString(goodArgs)+`,"status":"completed"}],"usage":`+sum12+`}`)
+		if strings.Contains(out, "Sorry.") || strings.Contains(out, "fc_1") {
+			t.Errorf("the client saw the re-ask's text or the bad call:\n%s", out)
+		}
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func TestStreamValidFirstAnswerPassesUnchanged(t *testing.T) {
+	answer := responsesAnswer("1", "Reading.", "fc_1", "call_1", goodArgs, usage1)
+	for _, n := range tt.ChunkSizes {
+		up, _ := script(answer)
+		x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolResponses, []byte(responsesReq))
+		out, sent := tt.RunStream(t, x, []byte(responsesReq), up, n)
+		if len(sent) != 1 {
+			t.Fatalf("upstream got %d requests, want 1", len(sent))
+		}
+		if out != answer {
+			t.Fatalf("chunk %d: the client's bytes differ from the upstream's:\n%s\n--- want\n%s", n, out, answer)
+		}
+	}
+}

@@ -1,0 +1,420 @@
+package preflight
+
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
+	"github.com/llmtransform/caddy-llm-transform/transforms"
+)
+
+// chatStage checks the calls of a Chat stream's first choice. A call's
+// chunks are held until the call is complete (the next call starts, or the
+// choice finishes), then checked: a call that passes goes on as it came,
+// a repaired one in one chunk, an invalid one waits for the finish, where
+// it is asked for again (a round) or handed on per on_failure. Text
+// streams as it comes, unless the answer is a re-ask's.
+type chatStage struct {
+	p     *Preflight
+	x     *transforms.Exchange
+	rec   *record
+	a     *answer
+	round int
+
+	head     []byte // the first chunk's members before "choices", for chunks the stage writes
+	calls    []*chatHeld
+	open     *chatHeld
+	released int64 // the calls the client got of this answer
+	decided  bool  // the answer's finish was handled
+	text     []byte
+	thought  []byte
+	asked    []*chatHeld
+}
+
+// chatHeld is one call of a Chat stream, held until it is checked.
+type chatHeld struct {
+	idx     int64
+	id      string
+	name    string
+	args    []byte   // escaped, as streamed
+	chunks  [][]byte // the chunks that carry it, as they came
+	v       verdict
+	checked bool
+	out     bool // handed to the client
+}
+
+// chunk is what the stage reads of a Chat chunk, in one walk.
+type chunk struct {
+	content, reasoning, calls, finish, usage, choices jsonspan.Span
+	first                                             bool // choice 0 is there
+	others                                            bool // another choice is there
+}
+
+func readChunk(d []byte) chunk {
+	c := chunk{content: jsonspan.NoSpan(), reasoning: jsonspan.NoSpan(), calls: jsonspan.NoSpan(),
+		finish: jsonspan.NoSpan(), usage: jsonspan.NoSpan(), choices: jsonspan.NoSpan()}
+	delta := func(k jsonspan.Span, v int) int {
+		e := jsonspan.SkipValue(d, v)
+		switch jsonspan.KeyName(d, k) {
+		case "content":
+			c.content = jsonspan.Span{Start: v, End: e}
+		case "reasoning_content":
+			c.reasoning = jsonspan.Span{Start: v, End: e}
+		case "tool_calls":
+			c.calls = jsonspan.Span{Start: v, End: e}
+		}
+		return e
+	}
+	jsonspan.WalkMembers(d, 0, func(k jsonspan.Span, v int) int {
+		e := jsonspan.SkipValue(d, v)
+		switch jsonspan.KeyName(d, k) {
+		case "choices":
+			c.choices = jsonspan.Span{Start: v, End: e}
+			jsonspan.EachElement(d, v, func(el jsonspan.Span) bool {
+				idx := jsonspan.Lookup(d, el.Start, "index")
+				if idx.Start >= 0 && string(d[idx.Start:idx.End]) != "0" {
+					c.others = true
+					return true
+				}
+				c.first = true
+				jsonspan.WalkMembers(d, el.Start, func(k2 jsonspan.Span, v2 int) int {
+					switch jsonspan.KeyName(d, k2) {
+					case "delta":
+						if d[v2] == '{' {
+							return jsonspan.WalkMembers(d, v2, delta)
+						}
+					case "finish_reason":
+						e2 := jsonspan.SkipValue(d, v2)
+						if !jsonspan.IsNull(d, jsonspan.Span{Start: v2, End: e2}) {
+							c.finish = jsonspan.Span{Start: v2, End: e2}
+						}
+						return e2
+					}
+					return jsonspan.SkipValue(d, v2)
+				})
+				return true
+			})
+		case "usage":
+			if !jsonspan.IsNull(d, jsonspan.Span{Start: v, End: e}) {
+				c.usage = jsonspan.Span{Start: v, End: e}
+			}
+		}
+		return e
+	})
+	return c
+}
+
+var doneData = []byte("[DONE]")
+
+func (s *chatStage) Event(ev *transforms.Event, emit transforms.Emit) error {
+	if n := len(s.x.Rounds()); n != s.round {
+		s.begin(n)
+	}
+	d := ev.Data
+	if d == nil {
+		return emit(ev)
+	}
+	if bytes.Equal(bytes.TrimSpace(d), doneData) {
+		if !s.decided {
+			if err := s.finish(false, emit); err != nil {
+				return err
+			}
+		}
+		return emit(ev)
+	}
+	c := readChunk(d)
+	if s.head == nil && c.choices.Start > 0 {
+		s.head = bytes.Clone(d[:jsonspan.KeyStart(d, c.choices)])
+	}
+	if c.others {
+		return emit(ev) // n > 1: not checked
+	}
+	if !s.a.repair {
+		if c.content.Start >= 0 && d[c.content.Start] == '"' {
+			s.text = append(s.text, d[c.content.Start+1:c.content.End-1]...)
+		}
+		if c.reasoning.Start >= 0 && d[c.reasoning.Start] == '"' {
+			s.thought = append(s.thought, d[c.reasoning.Start+1:c.reasoning.End-1]...)
+		}
+	}
+	if c.calls.Start < 0 && c.finish.Start < 0 {
+		if s.a.repair && c.usage.Start < 0 {
+			return nil // a re-ask's text is not shown again
+		}
+		if s.a.repair {
+			return emit(&transforms.Event{Data: s.bare(d, c)})
+		}
+		return emit(ev)
+	}
+	pure := c.calls.Start >= 0 && c.finish.Start < 0 && c.usage.Start < 0 &&
+		(c.content.Start < 0 || string(d[c.content.Start:c.content.End]) == "null" || string(d[c.content.Start:c.content.End]) == `""`) &&
+		c.reasoning.Start < 0
+	if c.calls.Start >= 0 {
+		if err := s.fragments(d, c, pure, emit); err != nil {
+			return err
+		}
+	}
+	if c.finish.Start >= 0 {
+		if err := s.finish(jsonspan.IsString(d, c.finish, "length"), emit); err != nil {
+			return err
+		}
+	}
+	if pure {
+		return nil
+	}
+	// The rest of the chunk: its text (not a re-ask's), finish and usage.
+	if s.a.repair {
+		return emit(&transforms.Event{Data: s.bare(d, c)})
+	}
+	rest := d
+	if c.calls.Start >= 0 {
+		rest = jsonspan.Apply(d, []jsonspan.Edit{jsonspan.RemoveMember(d, c.calls)})
+	}
+	if c.finish.Start >= 0 && s.released == 0 && len(s.calls) > 0 && s.x.PendingRound() == nil &&
+		jsonspan.IsString(d, c.finish, "tool_calls") {
+		// Every call of the answer went: it ends as a plain one.
+		f := readChunk(rest).finish
+		rest = replaceSpan(rest, f, []byte(`"stop"`))
+	}
+	return emit(&transforms.Event{Data: rest})
+}
+
+// begin starts the stream's next answer.
+func (s *chatStage) begin(n int) {
+	s.round = n
+	s.a = s.p.beginAnswer(s.x, s.rec)
+	s.calls, s.open, s.released, s.decided = nil, nil, 0, false
+	s.text, s.thought = nil, nil
+}
+
+// bare is a chunk without its text or calls: its finish and usage.
+func (s *chatStage) bare(d []byte, c chunk) []byte {
+	out := append([]byte(nil), s.head...)
+	out = append(out, `"choices":[{"index":0,"delta":{},"finish_reason":`...)
+	if c.finish.Start >= 0 {
+		out = append(out, d[c.finish.Start:c.finish.End]...)
+	} else {
+		out = append(out, "null"...)
+	}
+	out = append(out, "}]"...)
+	if c.usage.Start >= 0 {
+		out = append(out, `,"usage":`...)
+		out = append(out, d[c.usage.Start:c.usage.End]...)
+	}
+	return append(out, '}')
+}
+
+// fragments places the chunk's tool_calls entries at their calls. A
+// chunk that carries one call's entry and nothing else is held as it
+// came; the entries of any other chunk are held as chunks of their own.
+func (s *chatStage) fragments(d []byte, c chunk, pure bool, emit transforms.Emit) error {
+	var frags []jsonspan.Span
+	jsonspan.EachElement(d, c.calls.Start, func(el jsonspan.Span) bool {
+		frags = append(frags, el)
+		return true
+	})
+	if len(frags) != 1 {
+		pure = false
+	}
+	for _, el := range frags {
+		if d[el.Start] != '{' {
+			continue
+		}
+		f, _ := transforms.ReadChatFragment(d, el.Start)
+		h := s.open
+		if f.HasIndex && (h == nil || h.idx != f.Index) {
+			h = nil
+			for _, k := range s.calls {
+				if k.idx == f.Index {
+					h = k
+				}
+			}
+		}
+		if h == nil {
+			if s.open != nil {
+				// The call before is complete.
+				if err := s.complete(s.open, emit); err != nil {
+					return err
+				}
+			}
+			h = &chatHeld{idx: f.Index}
+			s.calls = append(s.calls, h)
+		}
+		s.open = h
+		if f.ID != nil {
+			h.id, _ = jsonspan.StringValue(f.ID, jsonspan.Span{Start: 0, End: len(f.ID)})
+		}
+		if f.HasName {
+			h.name += f.Name
+		}
+		h.args = append(h.args, f.Args...)
+		if pure {
+			h.chunks = append(h.chunks, bytes.Clone(d))
+		} else {
+			h.chunks = append(h.chunks, s.fragmentChunk(d[el.Start:el.End]))
+		}
+	}
+	return nil
+}
+
+// fragmentChunk is a chunk that carries one tool_calls entry.
+func (s *chatStage) fragmentChunk(frag []byte) []byte {
+	out := append([]byte(nil), s.head...)
+	out = append(out, `"choices":[{"index":0,"delta":{"tool_calls":[`...)
+	out = append(out, frag...)
+	return append(out, `]},"finish_reason":null}]}`...)
+}
+
+// complete checks a call whose entries have all come, and hands it on at
+// once when it passes.
+func (s *chatStage) complete(h *chatHeld, emit transforms.Emit) error {
+	if h.checked {
+		return nil
+	}
+	h.checked = true
+	args := jsonspan.Unescape(nil, h.args)
+	h.v = s.a.judge("", h.name, args)
+	switch {
+	case h.v.dup:
+		return nil
+	case !h.v.valid():
+		return nil
+	case h.v.changed:
+		return s.out(h, [][]byte{s.fragmentChunk(s.repairedEntry(h))}, emit)
+	}
+	return s.out(h, h.chunks, emit)
+}
+
+// repairedEntry is the one tool_calls entry of a repaired call.
+func (s *chatStage) repairedEntry(h *chatHeld) []byte {
+	e := []byte(`{"index":`)
+	e = strconv.AppendInt(e, h.idx, 10)
+	e = append(e, `,"id":`...)
+	e = jsonspan.AppendStringStr(e, h.id)
+	e = append(e, `,"type":"function","function":{"name":`...)
+	e = jsonspan.AppendStringStr(e, h.v.name)
+	e = append(e, `,"arguments":`...)
+	e = jsonspan.AppendString(e, h.v.args)
+	return append(e, `}}`...)
+}
+
+// out hands a call's chunks to the client at its next call index.
+func (s *chatStage) out(h *chatHeld, chunks [][]byte, emit transforms.Emit) error {
+	h.out = true
+	at := s.released
+	s.released++
+	for _, ch := range chunks {
+		if at != h.idx {
+			ch = setCallIndex(ch, at)
+		}
+		if err := emit(&transforms.Event{Data: ch}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setCallIndex renumbers the tool_calls entries of a chunk that carries
+// one call.
+func setCallIndex(d []byte, n int64) []byte {
+	c := readChunk(d)
+	if c.calls.Start < 0 {
+		return d
+	}
+	var edits []jsonspan.Edit
+	jsonspan.EachElement(d, c.calls.Start, func(el jsonspan.Span) bool {
+		if idx := jsonspan.Lookup(d, el.Start, "index"); idx.Start >= 0 {
+			edits = append(edits, jsonspan.Edit{Start: idx.Start, End: idx.End, Repl: strconv.AppendInt(nil, n, 10)})
+		}
+		return true
+	})
+	return jsonspan.Apply(d, edits)
+}
+
+// finish ends the answer's calls at its finish or [DONE]: the invalid
+// ones are asked for again (unless the answer was cut at its length
+// limit, which a re-ask would hit again), or handed on per on_failure.
+func (s *chatStage) finish(length bool, emit transforms.Emit) error {
+	s.decided = true
+	s.asked = nil // a re-ask's answer settles the calls it was asked for
+	for _, h := range s.calls {
+		if err := s.complete(h, emit); err != nil {
+			return err
+		}
+	}
+	s.open = nil
+	var invalid []*chatHeld
+	for _, h := range s.calls {
+		if !h.v.valid() {
+			invalid = append(invalid, h)
+		}
+	}
+	if len(invalid) == 0 {
+		return nil
+	}
+	if s.a.reaskable && !length {
+		turn := chatTurn{}
+		if len(s.text) > 0 {
+			turn.content = append(append([]byte{'"'}, s.text...), '"')
+		}
+		if len(s.thought) > 0 {
+			turn.reasoning = append(append([]byte{'"'}, s.thought...), '"')
+		}
+		var outs []callOutput
+		for _, h := range s.calls {
+			if h.v.dup {
+				continue
+			}
+			turn.calls = append(turn.calls, chatCall{id: h.id, name: h.name, args: jsonspan.Unescape(nil, h.args)})
+			text := validNote
+			if !h.v.valid() {
+				text = h.v.message
+			}
+			outs = append(outs, callOutput{callID: h.id, text: text})
+		}
+		if req, err := reaskChat(s.rec.reaskBase(), turn, outs); err == nil {
+			if s.a.reask(req) {
+				s.asked = invalid
+				return nil
+			}
+		} else {
+			s.x.Decide("preflight", "no_reask", err.Error())
+		}
+	}
+	return s.settle(invalid, emit)
+}
+
+// settle hands on invalid calls per on_failure.
+func (s *chatStage) settle(invalid []*chatHeld, emit transforms.Emit) error {
+	for _, h := range invalid {
+		s.a.outcome(&h.v)
+		switch s.p.onFailure {
+		case failPass:
+			if err := s.out(h, h.chunks, emit); err != nil {
+				return err
+			}
+		case failError:
+			return &transforms.StreamAbort{Code: "tool_call_invalid", Message: invalidError(&h.v).Message}
+		}
+	}
+	return nil
+}
+
+// End settles the calls a failed re-ask was for; calls of a stream cut
+// before its finish are dropped, never completed.
+func (s *chatStage) End(emit transforms.Emit) error {
+	if s.x.PendingRound() != nil {
+		return nil
+	}
+	if rd := s.rec.round; rd != nil && rd.Err != nil && !s.rec.failHandled && len(s.asked) > 0 {
+		s.rec.failHandled = true
+		asked := s.asked
+		s.asked = nil
+		s.a = &answer{p: s.p, x: s.x, rec: s.rec, failed: true}
+		return s.settle(asked, emit)
+	}
+	if !s.decided && len(s.calls) > 0 {
+		s.x.Decide("preflight", "drop_partial_call", "the stream ended before the answer finished")
+	}
+	return nil
+}
