@@ -160,10 +160,10 @@ type exchangeKey struct{ p *Preflight }
 
 // record is what one request keeps for its answer.
 type record struct {
-	body   []byte // the request as the rule was handed it
-	proto  transforms.Protocol
-	tools  *toolIndex // read from body on the first call checked
-	n      int        // choices asked for (Chat n)
+	body  []byte // the request as the rule was handed it
+	proto transforms.Protocol
+	tools *toolIndex // read from body on the first call checked
+	n     int        // choices asked for (Chat n)
 	// seen is every valid call of the answer so far (dedup), seenBefore
 	// what it was before the answer being checked.
 	seen, seenBefore map[string]bool
@@ -219,10 +219,10 @@ func invalidError(v *verdict) *transforms.Error {
 
 // Interface guards
 var (
-	_ caddy.Provisioner          = (*Preflight)(nil)
-	_ caddy.Validator            = (*Preflight)(nil)
-	_ caddyfile.Unmarshaler      = (*Preflight)(nil)
-	_ transforms.RequestRewriter = (*Preflight)(nil)
+	_ caddy.Provisioner           = (*Preflight)(nil)
+	_ caddy.Validator             = (*Preflight)(nil)
+	_ caddyfile.Unmarshaler       = (*Preflight)(nil)
+	_ transforms.RequestRewriter  = (*Preflight)(nil)
 	_ transforms.ResponseRewriter = (*Preflight)(nil)
-	_ transforms.RoundTaker      = (*Preflight)(nil)
+	_ transforms.RoundTaker       = (*Preflight)(nil)
 )

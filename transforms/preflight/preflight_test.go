@@ -167,3 +167,121 @@ func TestStreamValidFirstAnswerPassesUnchanged(t *testing.T) {
 		}
 	}
 }
+
+func responsesJSON(id, text, itemID, callID, args, usage string) string {
+	return `{"id":"resp_` + id + `","object":"response","status":"completed","output":[` +
+		`{"type":"message","id":"msg_` + id + `","status":"completed","role":"assistant","content":[{"type":"output_text","text":"` + text + `","annotations":[]}]},` +
+		`{"type":"function_call","id":"` + itemID + `","call_id":"` + callID + `","name":"read_file","arguments":` + jsonString(args) + `,"status":"completed"}],"usage":` + usage + `}`
+}
+
+func TestJSONReaskShowsOnlyTheRepairedCall(t *testing.T) {
+	req := strings.Replace(responsesReq, `"stream":true`, `"stream":false`, 1)
+	up, _ := script(
+		responsesJSON("1", "Reading.", "fc_1", "call_1", badArgs, usage1),
+		responsesJSON("2", "Sorry.", "fc_2", "call_2", goodArgs, usage2),
+	)
+	x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolResponses, []byte(req))
+	out, err, sent := tt.RunJSON(t, x, []byte(req), up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 2 {
+		t.Fatalf("upstream got %d requests, want 2", len(sent))
+	}
+	assertReask(t, sent[1])
+	tt.JSONEqual(t, out, `{"id":"resp_1","object":"response","status":"completed","output":[`+
+		`{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Reading.","annotations":[]}]},`+
+		`{"type":"function_call","id":"fc_2","call_id":"call_2","name":"read_file","arguments":`+jsonString(goodArgs)+`,"status":"completed"}],"usage":`+sum12+`}`)
+}
+
+func TestJSONValidFirstAnswerPassesUnchanged(t *testing.T) {
+	req := strings.Replace(responsesReq, `"stream":true`, `"stream":false`, 1)
+	answer := responsesJSON("1", "Reading.", "fc_1", "call_1", goodArgs, usage1)
+	up, _ := script(answer)
+	x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolResponses, []byte(req))
+	out, err, sent := tt.RunJSON(t, x, []byte(req), up)
+	if err != nil || len(sent) != 1 || string(out) != answer {
+		t.Fatalf("err %v, %d requests, body\n%s", err, len(sent), out)
+	}
+}
+
+const chatReq = `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"read a.txt"}],"tools":[{"type":"function","function":{"name":"read_file","parameters":` + readFileSchema + `}}]}`
+
+func chatAnswer(id, text, callID, args, usage string) string {
+	half := len(args) / 2
+	head := `{"id":"chatcmpl-` + id + `","object":"chat.completion.chunk","created":1,"model":"m",`
+	return tt.ChatSSE(
+		head+`"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`,
+		head+`"choices":[{"index":0,"delta":{"content":"`+text+`"},"finish_reason":null}]}`,
+		head+`"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"`+callID+`","type":"function","function":{"name":"read_file","arguments":""}}]},"finish_reason":null}]}`,
+		head+`"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":`+jsonString(args[:half])+`}}]},"finish_reason":null}]}`,
+		head+`"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":`+jsonString(args[half:])+`}}]},"finish_reason":null}]}`,
+		head+`"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+		head+`"choices":[],"usage":`+usage+`}`,
+	)
+}
+
+const (
+	chatUsage1 = `{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120,"prompt_tokens_details":{"cached_tokens":40}}`
+	chatUsage2 = `{"prompt_tokens":150,"completion_tokens":10,"total_tokens":160,"prompt_tokens_details":{"cached_tokens":100}}`
+	chatSum    = `{"prompt_tokens":250,"completion_tokens":30,"total_tokens":280,"prompt_tokens_details":{"cached_tokens":140}}`
+)
+
+func assertChatReask(t *testing.T, req []byte) {
+	t.Helper()
+	msgs := gjson.GetBytes(req, "messages").Array()
+	if len(msgs) != 3 {
+		t.Fatalf("re-ask messages = %s", gjson.GetBytes(req, "messages").Raw)
+	}
+	tt.JSONEqual(t, []byte(msgs[1].Raw), `{"role":"assistant","content":"Reading.","tool_calls":[{"id":"call_1","type":"function","function":{"name":"read_file","arguments":`+jsonString(badArgs)+`}}]}`)
+	if msgs[2].Get("role").String() != "tool" || msgs[2].Get("tool_call_id").String() != "call_1" ||
+		!strings.Contains(msgs[2].Get("content").String(), "at /limit (schema /properties/limit/type)") ||
+		!strings.Contains(msgs[2].Get("content").String(), "at the root (schema /required): missing property 'path'") {
+		t.Errorf("tool message = %s", msgs[2].Raw)
+	}
+}
+
+func TestChatStreamReaskShowsOnlyTheRepairedCall(t *testing.T) {
+	for _, n := range tt.ChunkSizes {
+		up, _ := script(chatAnswer("1", "Reading.", "call_1", badArgs, chatUsage1), chatAnswer("2", "Sorry.", "call_2", goodArgs, chatUsage2))
+		x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolChat, []byte(chatReq))
+		out, sent := tt.RunStream(t, x, []byte(chatReq), up, n)
+		if len(sent) != 2 {
+			t.Fatalf("upstream got %d requests, want 2", len(sent))
+		}
+		assertChatReask(t, sent[1])
+		chunks, done := tt.ChatChunks(t, out)
+		if !done {
+			t.Fatalf("no [DONE]:\n%s", out)
+		}
+		var got []string
+		for _, c := range chunks {
+			b, _ := json.Marshal(c)
+			got = append(got, string(b))
+		}
+		want := []string{
+			`{"choices":[{"delta":{"content":"","role":"assistant"},"finish_reason":null,"index":0}],"created":1,"id":"chatcmpl-1","model":"m","object":"chat.completion.chunk"}`,
+			`{"choices":[{"delta":{"content":"Reading."},"finish_reason":null,"index":0}],"created":1,"id":"chatcmpl-1","model":"m","object":"chat.completion.chunk"}`,
+			`{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"","name":"read_file"},"id":"call_2","index":0,"type":"function"}]},"finish_reason":null,"index":0}],"created":1,"id":"chatcmpl-1","model":"m","object":"chat.completion.chunk"}`,
+			`{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{\"path\":\"a.tx"},"index":0}]},"finish_reason":null,"index":0}],"created":1,"id":"chatcmpl-1","model":"m","object":"chat.completion.chunk"}`,
+			`{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"t\",\"limit\":10}"},"index":0}]},"finish_reason":null,"index":0}],"created":1,"id":"chatcmpl-1","model":"m","object":"chat.completion.chunk"}`,
+			`{"choices":[{"delta":{},"finish_reason":"tool_calls","index":0}],"created":1,"id":"chatcmpl-1","model":"m","object":"chat.completion.chunk"}`,
+			`{"choices":[],"created":1,"id":"chatcmpl-1","model":"m","object":"chat.completion.chunk","usage":{"completion_tokens":30,"prompt_tokens":250,"prompt_tokens_details":{"cached_tokens":140},"total_tokens":280}}`,
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("chunk %d: client chunks\n%s\nwant\n%s", n, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
+func TestChatStreamValidFirstAnswerPassesUnchanged(t *testing.T) {
+	answer := chatAnswer("1", "Reading.", "call_1", goodArgs, chatUsage1)
+	for _, n := range tt.ChunkSizes {
+		up, _ := script(answer)
+		x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolChat, []byte(chatReq))
+		out, sent := tt.RunStream(t, x, []byte(chatReq), up, n)
+		if len(sent) != 1 || out != answer {
+			t.Fatalf("chunk %d: %d requests; client bytes\n%s\n--- want\n%s", n, len(sent), out, answer)
+		}
+	}
+}

@@ -141,7 +141,7 @@ func (s *chatStage) Event(ev *transforms.Event, emit transforms.Emit) error {
 		if s.a.repair && c.usage.Start < 0 {
 			return nil // a re-ask's text is not shown again
 		}
-		if s.a.repair {
+		if s.a.repair && c.first {
 			return emit(&transforms.Event{Data: s.bare(d, c)})
 		}
 		return emit(ev)
