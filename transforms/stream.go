@@ -322,7 +322,8 @@ func (s *Stream) Close() error {
 		if s.x.asked(st.(*trackedStream).ri) {
 			// The rule asked for a round: the stages after it end once
 			// the rounds have; if the round fails, the rule ends again.
-			s.endFrom = i
+			// Meanwhile the stream is open: keep-alives tick.
+			s.endFrom, s.ending = i, false
 			return nil
 		}
 	}

@@ -33,6 +33,8 @@ var arrows = map[string]struct{ Imports, TestImports []string }{
 	// Bridge tests chain field_set and tools_plan with the bridge.
 	"transforms/chatbridge":     {TestImports: []string{"transforms/fieldset", "transforms/toolsplan"}},
 	"transforms/messagesbridge": {TestImports: []string{"transforms/toolsplan"}},
+	// Preflight tests put tools_preflight behind the bridges.
+	"transforms/preflight": {TestImports: []string{"transforms/preflight", "transforms/messagesbridge", "transforms/chatbridge"}},
 	// The engine's external tests chain every transform.
 	"transforms": {TestImports: []string{"transforms/all"}},
 }
