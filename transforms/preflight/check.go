@@ -2,6 +2,8 @@ package preflight
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -25,6 +27,7 @@ type toolIndex struct {
 	kinds   map[string]toolKind // by key(namespace, name)
 	schemas *schemaSet          // by key
 	names   *nameIndex          // top-level function names, for repairs
+	raw     map[string][]byte   // parameter schemas, by key, for markup's values
 	list    []string            // the declared names, for the model
 }
 
@@ -40,7 +43,7 @@ func key(ns, name string) string {
 // Responses shapes (flat functions, custom tools, namespaces holding
 // either) and Chat's nested ones.
 func readTools(body []byte, proto transforms.Protocol) *toolIndex {
-	ix := &toolIndex{kinds: map[string]toolKind{}, schemas: newSchemaSet()}
+	ix := &toolIndex{kinds: map[string]toolKind{}, schemas: newSchemaSet(), raw: map[string][]byte{}}
 	tools := jsonspan.Lookup(body, 0, "tools")
 	if tools.Start >= 0 && body[tools.Start] == '[' {
 		ix.read(body, tools.Start, "", proto)
@@ -81,6 +84,7 @@ func (ix *toolIndex) read(body []byte, at int, ns string, proto transforms.Proto
 			ix.kinds[k] = kindFunction
 			if ps := jsonspan.Lookup(body, obj, "parameters"); ps.Start >= 0 && body[ps.Start] == '{' {
 				ix.schemas.add(k, body[ps.Start:ps.End])
+				ix.raw[k] = body[ps.Start:ps.End]
 			}
 			ix.list = append(ix.list, qualified(ns, name))
 		case "custom":
@@ -248,4 +252,50 @@ func tallyVerdict(x *transforms.Exchange, v *verdict) {
 		x.Tally("preflight_dedup", "repeat")
 		x.Decide(qualified(v.ns, v.name), "preflight_dedup", "repeats an earlier call of the answer")
 	}
+}
+
+// paramType is the JSON type a top-level tool's schema gives a parameter
+// ("" when it says none), for typing the values of leaked markup.
+func (ix *toolIndex) paramType(tool, param string) string {
+	sch := ix.raw[tool]
+	if sch == nil {
+		return ""
+	}
+	props := jsonspan.Lookup(sch, 0, "properties")
+	if props.Start < 0 || sch[props.Start] != '{' {
+		return ""
+	}
+	var t jsonspan.Span
+	found := false
+	jsonspan.EachMember(sch, props.Start, func(m jsonspan.Member) bool {
+		if m.KeyIs(sch, param) && sch[m.Value.Start] == '{' {
+			t, found = jsonspan.Lookup(sch, m.Value.Start, "type"), true
+			return false
+		}
+		return true
+	})
+	if !found || t.Start < 0 {
+		return ""
+	}
+	if sch[t.Start] == '"' {
+		s, _ := jsonspan.StringValue(sch, t)
+		return s
+	}
+	typ := ""
+	jsonspan.EachElement(sch, t.Start, func(el jsonspan.Span) bool {
+		if s, _ := jsonspan.StringValue(sch, el); s != "null" && s != "" {
+			typ = s
+			return false
+		}
+		return true
+	})
+	return typ
+}
+
+// leakedID names a call recovered from markup, which the upstream gave no
+// id: random, as ids must not repeat within a conversation.
+func leakedID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "call_" + hex.EncodeToString(b[:])
 }

@@ -22,6 +22,8 @@ type chatStage struct {
 	round int
 
 	head     []byte // the first chunk's members before "choices", for chunks the stage writes
+	hold     markupHold
+	holding  bool // the hold keeps text back
 	calls    []*chatHeld
 	open     *chatHeld
 	released int64 // the calls the client got of this answer
@@ -129,6 +131,15 @@ func (s *chatStage) Event(ev *transforms.Event, emit transforms.Emit) error {
 	if c.others {
 		return emit(ev) // n > 1: not checked
 	}
+	if c.content.Start >= 0 && d[c.content.Start] == '"' &&
+		(s.holding || mayOpen(d[c.content.Start:c.content.End])) {
+		// Text that may be a call's markup is held until the answer's
+		// end shows what it is.
+		if nd, changed := s.holdText(d, c); changed {
+			d, c = nd, readChunk(nd)
+			ev = &transforms.Event{Data: d}
+		}
+	}
 	if !s.a.repair {
 		if c.content.Start >= 0 && d[c.content.Start] == '"' {
 			s.text = append(s.text, d[c.content.Start+1:c.content.End-1]...)
@@ -170,11 +181,16 @@ func (s *chatStage) Event(ev *transforms.Event, emit transforms.Emit) error {
 	if c.calls.Start >= 0 {
 		rest = jsonspan.Apply(d, []jsonspan.Edit{jsonspan.RemoveMember(d, c.calls)})
 	}
-	if c.finish.Start >= 0 && s.released == 0 && len(s.calls) > 0 && s.x.PendingRound() == nil &&
-		jsonspan.IsString(d, c.finish, "tool_calls") {
+	switch {
+	case c.finish.Start < 0 || s.x.PendingRound() != nil:
+	case s.released == 0 && len(s.calls) > 0 && jsonspan.IsString(d, c.finish, "tool_calls"):
 		// Every call of the answer went: it ends as a plain one.
 		f := readChunk(rest).finish
 		rest = replaceSpan(rest, f, []byte(`"stop"`))
+	case s.released > 0 && jsonspan.IsString(d, c.finish, "stop"):
+		// Calls recovered from the text: the answer ends with calls.
+		f := readChunk(rest).finish
+		rest = replaceSpan(rest, f, []byte(`"tool_calls"`))
 	}
 	return emit(&transforms.Event{Data: rest})
 }
@@ -185,6 +201,7 @@ func (s *chatStage) begin(n int) {
 	s.a = s.p.beginAnswer(s.x, s.rec)
 	s.calls, s.open, s.released, s.decided = nil, nil, 0, false
 	s.text, s.thought = nil, nil
+	s.hold, s.holding = markupHold{}, false
 }
 
 // bare is a chunk without its text or calls: its finish and usage.
@@ -336,6 +353,9 @@ func setCallIndex(d []byte, n int64) []byte {
 // limit, which a re-ask would hit again), or handed on per on_failure.
 func (s *chatStage) finish(length bool, emit transforms.Emit) error {
 	s.decided = true
+	if err := s.resolveText(emit); err != nil {
+		return err
+	}
 	s.asked = nil // a re-ask's answer settles the calls it was asked for
 	for _, h := range s.calls {
 		if err := s.complete(h, emit); err != nil {
@@ -417,4 +437,77 @@ func (s *chatStage) End(emit transforms.Emit) error {
 		s.x.Decide("preflight", "drop_partial_call", "the stream ended before the answer finished")
 	}
 	return nil
+}
+
+// holdText passes a chunk's content through the markup hold: the chunk
+// with the text that may go now, and whether that changed it.
+func (s *chatStage) holdText(d []byte, c chunk) ([]byte, bool) {
+	raw := d[c.content.Start+1 : c.content.End-1]
+	text := raw
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		text = jsonspan.Unescape(nil, raw)
+	}
+	release, holding := s.hold.feed(text)
+	s.holding = holding
+	if !holding && len(release) == len(text) {
+		return d, false
+	}
+	return replaceSpan(d, c.content, jsonspan.AppendString(nil, release)), true
+}
+
+// resolveText settles the text the hold kept at the answer's end: calls
+// leaked as markup become calls of the answer, anything else goes on as
+// text.
+func (s *chatStage) resolveText(emit transforms.Emit) error {
+	sec := s.hold.section()
+	rest := s.hold.flush()
+	s.holding = false
+	if sec != nil {
+		before, calls, after, found := extractMarkup(sec, s.rec.index().paramType)
+		if !found {
+			rest = sec
+		} else {
+			s.x.Tally("preflight_invalid", "markup")
+			s.x.Tally("preflight_repaired", "markup")
+			s.x.Decide("preflight", "markup_calls", strconv.Itoa(len(calls))+" call(s) recovered from the text")
+			rest = append(append([]byte(nil), before...), after...)
+			next := int64(0)
+			for _, h := range s.calls {
+				next = max(next, h.idx+1)
+			}
+			for k, lc := range calls {
+				esc := jsonspan.AppendString(nil, lc.Args)
+				h := &chatHeld{idx: next + int64(k), id: leakedID(), name: lc.Name, args: esc[1 : len(esc)-1]}
+				h.chunks = [][]byte{s.fragmentChunk(s.leakedEntry(h))}
+				s.calls = append(s.calls, h)
+			}
+		}
+	}
+	if len(rest) == 0 || s.a.repair {
+		return nil
+	}
+	out := append([]byte(nil), s.head...)
+	out = append(out, `"choices":[{"index":0,"delta":{"content":`...)
+	out = jsonspan.AppendString(out, rest)
+	out = append(out, `},"finish_reason":null}]}`...)
+	return emit(&transforms.Event{Data: out})
+}
+
+// leakedEntry is the tool_calls entry of a call recovered from markup.
+func (s *chatStage) leakedEntry(h *chatHeld) []byte {
+	e := []byte(`{"index":`)
+	e = strconv.AppendInt(e, h.idx, 10)
+	e = append(e, `,"id":`...)
+	e = jsonspan.AppendStringStr(e, h.id)
+	e = append(e, `,"type":"function","function":{"name":`...)
+	e = jsonspan.AppendStringStr(e, h.name)
+	e = append(e, `,"arguments":"`...)
+	e = append(e, h.args...)
+	return append(e, `"}}`...)
+}
+
+// mayOpen reports whether a JSON string literal holds a '<', with which
+// every markup opener starts, as is or escaped.
+func mayOpen(lit []byte) bool {
+	return bytes.IndexByte(lit, '<') >= 0 || bytes.Contains(lit, []byte(`\u003c`)) || bytes.Contains(lit, []byte(`\u003C`))
 }
