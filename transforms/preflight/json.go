@@ -22,11 +22,15 @@ func (p *Preflight) RewriteResponse(x *transforms.Exchange, body []byte) ([]byte
 
 // responsesBody checks a Responses answer's output items.
 func (p *Preflight) responsesBody(x *transforms.Exchange, rec *record, body []byte) ([]byte, error) {
+	orig := body
 	out := jsonspan.Lookup(body, 0, "output")
 	if out.Start < 0 || body[out.Start] != '[' {
 		return body, nil
 	}
 	a := p.beginAnswer(x, rec)
+	leaked := rec.leakResponses(x, body)
+	body = leaked
+	out = jsonspan.Lookup(body, 0, "output")
 	incomplete := jsonspan.IsString(body, jsonspan.Lookup(body, 0, "status"), "incomplete")
 	type item struct {
 		el   jsonspan.Span
@@ -50,7 +54,7 @@ func (p *Preflight) responsesBody(x *transforms.Exchange, rec *record, body []by
 		items = append(items, it)
 		return true
 	})
-	changed := a.repair
+	changed := a.repair || !jsonspan.SameSlice(leaked, orig)
 	for _, it := range items {
 		if it.v != nil && (it.v.changed || it.v.dup || !it.v.valid()) {
 			changed = true
@@ -177,6 +181,11 @@ func (p *Preflight) chatBody(x *transforms.Exchange, rec *record, body []byte) (
 	if msg.Start < 0 || body[msg.Start] != '{' {
 		return body, nil
 	}
+	orig := body
+	if body = rec.leakChat(x, body, ch, msg); !jsonspan.SameSlice(body, orig) {
+		ch = firstChoice(body)
+		msg = jsonspan.Lookup(body, ch.Start, "message")
+	}
 	var mf [3]jsonspan.Span
 	jsonspan.ObjectFields(body, msg.Start, []string{"tool_calls", "content", "reasoning_content"}, mf[:])
 	tcs := mf[0]
@@ -211,7 +220,7 @@ func (p *Preflight) chatBody(x *transforms.Exchange, rec *record, body []byte) (
 		calls = append(calls, c)
 		return true
 	})
-	changed := a.repair
+	changed := a.repair || !jsonspan.SameSlice(body, orig)
 	for _, c := range calls {
 		if c.v.changed || c.v.dup || !c.v.valid() {
 			changed = true
@@ -326,4 +335,15 @@ func rewriteChatCall(el []byte, v *verdict) []byte {
 		return true
 	})
 	return w.Close()
+}
+
+// firstChoice is the span of a Chat answer's first choice.
+func firstChoice(body []byte) jsonspan.Span {
+	var ch jsonspan.Span
+	choices := jsonspan.Lookup(body, 0, "choices")
+	jsonspan.EachElement(body, choices.Start, func(el jsonspan.Span) bool {
+		ch = el
+		return false
+	})
+	return ch
 }

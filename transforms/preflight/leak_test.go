@@ -28,8 +28,8 @@ func chatText(text string, n int) string {
 
 func TestChatStreamMarkupBecomesCalls(t *testing.T) {
 	cases := map[string]string{
-		"glm":   "<tool_call>read_file\n<arg_key>path</arg_key>\n<arg_value>a.txt</arg_value>\n<arg_key>limit</arg_key>\n<arg_value>10</arg_value>\n</tool_call>",
-		"dsml":  "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"read_file\">\n<｜DSML｜parameter name=\"path\" string=\"true\">a.txt</｜DSML｜parameter>\n<｜DSML｜parameter name=\"limit\" string=\"false\">10</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+		"glm":    "<tool_call>read_file\n<arg_key>path</arg_key>\n<arg_value>a.txt</arg_value>\n<arg_key>limit</arg_key>\n<arg_value>10</arg_value>\n</tool_call>",
+		"dsml":   "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"read_file\">\n<｜DSML｜parameter name=\"path\" string=\"true\">a.txt</｜DSML｜parameter>\n<｜DSML｜parameter name=\"limit\" string=\"false\">10</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
 		"hermes": "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a.txt\", \"limit\": 10}}\n</tool_call>",
 	}
 	for name, markup := range cases {
@@ -96,4 +96,137 @@ func TestChatStreamTextMentioningMarkupStaysText(t *testing.T) {
 			t.Fatalf("piece %d: text %q, want %q", piece, got.String(), text)
 		}
 	}
+}
+
+// responsesText streams a message's text in pieces of about n bytes.
+func responsesText(text string, n int) string {
+	var evs []string
+	evs = append(evs,
+		`{"type":"response.created","sequence_number":"SEQ","response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}`,
+		`{"type":"response.output_item.added","sequence_number":"SEQ","output_index":0,"item":{"type":"message","id":"msg_1","status":"in_progress","role":"assistant","content":[]}}`,
+		`{"type":"response.content_part.added","sequence_number":"SEQ","item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}}`)
+	rest := text
+	for len(rest) > 0 {
+		k := min(n, len(rest))
+		for k < len(rest) && !utf8.RuneStart(rest[k]) {
+			k++
+		}
+		evs = append(evs, `{"type":"response.output_text.delta","sequence_number":"SEQ","item_id":"msg_1","output_index":0,"content_index":0,"delta":`+jsonString(rest[:k])+`}`)
+		rest = rest[k:]
+	}
+	part := `{"type":"output_text","text":` + jsonString(text) + `,"annotations":[]}`
+	msg := `{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[` + part + `]}`
+	evs = append(evs,
+		`{"type":"response.output_text.done","sequence_number":"SEQ","item_id":"msg_1","output_index":0,"content_index":0,"text":`+jsonString(text)+`}`,
+		`{"type":"response.content_part.done","sequence_number":"SEQ","item_id":"msg_1","output_index":0,"content_index":0,"part":`+part+`}`,
+		`{"type":"response.output_item.done","sequence_number":"SEQ","output_index":0,"item":`+msg+`}`,
+		`{"type":"response.completed","sequence_number":"SEQ","response":{"id":"resp_1","object":"response","status":"completed","output":[`+msg+`],"usage":`+usage1+`}}`)
+	return seqSSE(evs...)
+}
+
+func TestResponsesStreamMarkupBecomesCalls(t *testing.T) {
+	markup := "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"read_file\">\n<｜DSML｜parameter name=\"path\" string=\"true\">a.txt</｜DSML｜parameter>\n<｜DSML｜parameter name=\"limit\" string=\"false\">10</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>"
+	for _, piece := range []int{1, 6, 1000} {
+		for _, n := range tt.ChunkSizes {
+			up, _ := script(responsesText("Let me read it.\n"+markup, piece))
+			x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolResponses, []byte(responsesReq))
+			out, sent := tt.RunStream(t, x, []byte(responsesReq), up, n)
+			if len(sent) != 1 {
+				t.Fatalf("%d upstream requests", len(sent))
+			}
+			evs := tt.Events(t, out)
+			if got := tt.ConcatDeltas(evs, "response.output_text.delta"); got != "Let me read it.\n" {
+				t.Fatalf("piece %d chunk %d: text deltas %q\n%s", piece, n, got, out)
+			}
+			var done []string
+			for _, e := range evs {
+				switch e["type"] {
+				case "response.output_text.done":
+					if e["text"] != "Let me read it.\n" {
+						t.Errorf("text.done %q", e["text"])
+					}
+				case "response.output_item.done":
+					b, _ := json.Marshal(e["item"])
+					done = append(done, string(b))
+					if e["output_index"].(float64) != float64(len(done)-1) {
+						t.Errorf("item %d at output_index %v", len(done)-1, e["output_index"])
+					}
+				}
+			}
+			if len(done) != 2 {
+				t.Fatalf("items done %v", done)
+			}
+			call := evs[len(evs)-2]["item"].(map[string]any)
+			var args map[string]any
+			_ = json.Unmarshal([]byte(call["arguments"].(string)), &args)
+			if call["type"] != "function_call" || call["name"] != "read_file" || args["path"] != "a.txt" || args["limit"] != float64(10) {
+				t.Fatalf("call %v", call)
+			}
+			final := evs[len(evs)-1]["response"].(map[string]any)["output"].([]any)
+			if len(final) != 2 || final[1].(map[string]any)["call_id"] != call["call_id"] {
+				t.Fatalf("final output %v", final)
+			}
+			if msg := final[0].(map[string]any)["content"].([]any)[0].(map[string]any)["text"]; msg != "Let me read it.\n" {
+				t.Fatalf("final message text %q", msg)
+			}
+		}
+	}
+}
+
+func TestJSONMarkupBecomesCalls(t *testing.T) {
+	markup := "<tool_call>\n<function=read_file>\n<parameter=path>\na.txt\n</parameter>\n<parameter=limit>\n10\n</parameter>\n</function>\n</tool_call>"
+	t.Run("chat", func(t *testing.T) {
+		req := strings.Replace(chatReq, `"stream":true`, `"stream":false`, 1)
+		up, _ := script(`{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":` + jsonString("On it.\n"+markup) + `},"finish_reason":"stop"}],"usage":` + chatUsage1 + `}`)
+		x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolChat, []byte(req))
+		out, err, _ := tt.RunJSON(t, x, []byte(req), up)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Choices []struct {
+				Message struct {
+					Content   string `json:"content"`
+					ToolCalls []struct {
+						ID       string `json:"id"`
+						Function struct{ Name, Arguments string }
+					} `json:"tool_calls"`
+				} `json:"message"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(out, &m); err != nil || len(m.Choices) != 1 {
+			t.Fatalf("%v %s", err, out)
+		}
+		c := m.Choices[0]
+		if c.Message.Content != "On it.\n" || c.FinishReason != "tool_calls" || len(c.Message.ToolCalls) != 1 ||
+			c.Message.ToolCalls[0].Function.Name != "read_file" || c.Message.ToolCalls[0].Function.Arguments != `{"path":"a.txt","limit":10}` {
+			t.Fatalf("%s", out)
+		}
+	})
+	t.Run("responses", func(t *testing.T) {
+		req := strings.Replace(responsesReq, `"stream":true`, `"stream":false`, 1)
+		up, _ := script(`{"id":"resp_1","object":"response","status":"completed","output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":` + jsonString("On it.\n"+markup) + `,"annotations":[]}]}],"usage":` + usage1 + `}`)
+		x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolResponses, []byte(req))
+		out, err, _ := tt.RunJSON(t, x, []byte(req), up)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Output []struct {
+				Type      string `json:"type"`
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+				Content   []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"output"`
+		}
+		if err := json.Unmarshal(out, &m); err != nil || len(m.Output) != 2 {
+			t.Fatalf("%v %s", err, out)
+		}
+		if m.Output[0].Content[0].Text != "On it.\n" || m.Output[1].Type != "function_call" || m.Output[1].Name != "read_file" || m.Output[1].Arguments != `{"path":"a.txt","limit":10}` {
+			t.Fatalf("%s", out)
+		}
+	})
 }

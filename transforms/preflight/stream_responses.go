@@ -36,11 +36,20 @@ type responsesStage struct {
 	a     *answer
 	round int // the rounds sent when the answer being streamed began
 
-	held   map[int]*heldCall // by the upstream's output_index
-	hidden map[int]bool      // a re-ask's items other than calls
-	items  [][]byte          // the answer's items, done, for a re-ask
-	calls  []*heldCall       // the answer's calls, checked, in order
-	asked  []*heldCall       // the invalid calls a re-ask waits on
+	held map[int]*heldCall // by the upstream's output_index
+	// Text that may be a call's markup: the hold, the message it is in,
+	// and, once the text is done, what markup it held.
+	hold    markupHold
+	holding bool
+	holdAt  int
+	// The held part's item_id (a JSON literal) and content_index.
+	holdItem, holdPart []byte
+	leak               *leak
+	synth              int          // calls made from markup so far
+	hidden             map[int]bool // a re-ask's items other than calls
+	items              [][]byte     // the answer's items, done, for a re-ask
+	calls              []*heldCall  // the answer's calls, checked, in order
+	asked              []*heldCall  // the invalid calls a re-ask waits on
 }
 
 // heldCall is one call's events, held until it is checked.
@@ -75,6 +84,27 @@ func (s *responsesStage) Event(ev *transforms.Event, emit transforms.Emit) error
 		return s.itemDone(ev, emit)
 	case `"response.completed"`, `"response.incomplete"`, `"response.failed"`:
 		return s.terminal(ev, string(t) == `"response.completed"`, emit)
+	case `"response.output_text.delta"`:
+		if s.holding || mayOpen(d) {
+			var err error
+			if ev, err = s.holdText(ev, emit); ev == nil || err != nil {
+				return err
+			}
+			d = ev.Data
+		}
+	case `"response.output_text.done"`:
+		if s.leak != nil || s.holding {
+			var err error
+			if ev, err = s.textDone(ev, emit); ev == nil || err != nil {
+				return err
+			}
+			d = ev.Data
+		}
+	case `"response.content_part.done"`:
+		if s.leak != nil {
+			ev = s.partDone(ev)
+			d = ev.Data
+		}
 	}
 	if len(s.held) == 0 && len(s.hidden) == 0 {
 		return emit(ev)
@@ -98,6 +128,7 @@ func (s *responsesStage) begin(n int) {
 	s.round = n
 	s.a = s.p.beginAnswer(s.x, s.rec)
 	s.held, s.hidden, s.items, s.calls = nil, nil, nil, nil
+	s.hold, s.holding, s.leak = markupHold{}, false, nil
 }
 
 func eventIndex(d []byte) (int, bool) {
@@ -147,11 +178,30 @@ func (s *responsesStage) itemDone(ev *transforms.Event, emit transforms.Emit) er
 	}
 	h := s.held[o]
 	if h == nil {
+		if lk := s.leak; lk != nil && lk.at == o {
+			ev = lk.itemDone(ev)
+			d = ev.Data
+			it = jsonspan.Lookup(d, 0, "item")
+		}
 		s.items = append(s.items, bytes.Clone(d[it.Start:it.End]))
-		return emit(ev)
+		if err := emit(ev); err != nil {
+			return err
+		}
+		if lk := s.leak; lk != nil && lk.at == o {
+			s.leak = nil
+			return s.leakedCalls(lk, emit)
+		}
+		return nil
 	}
 	delete(s.held, o)
 	h.done = bytes.Clone(d[it.Start:it.End])
+	return s.checkCall(h, o, ev, emit)
+}
+
+// checkCall judges a call whose item is done and hands it on, repaired,
+// or holds it to the answer's end; done is its done event as it came (nil
+// for a call the stage made).
+func (s *responsesStage) checkCall(h *heldCall, o int, ev *transforms.Event, emit transforms.Emit) error {
 	h.f = callFields(h.done, 0)
 	if h.f.typ == "custom_tool_call" {
 		h.v = s.a.judge(h.f.ns, h.f.name, nil)
@@ -331,4 +381,214 @@ func (s *responsesStage) End(emit transforms.Emit) error {
 		delete(s.held, o)
 	}
 	return nil
+}
+
+// leak is what the markup hold found in one text part of a message.
+type leak struct {
+	at    int    // the message's output_index
+	text  []byte // the part's text without the markup
+	calls []leakedCall
+}
+
+// holdText passes a text delta through the markup hold: the delta event
+// with the text that may go now (nil: none may).
+func (s *responsesStage) holdText(ev *transforms.Event, emit transforms.Emit) (*transforms.Event, error) {
+	d := ev.Data
+	o, _ := eventIndex(d)
+	if s.holding && o != s.holdAt {
+		// A new message began while text of another was held: that
+		// text was not markup the model finished.
+		if err := s.flushHold(emit); err != nil {
+			return nil, err
+		}
+	}
+	sp := jsonspan.Lookup(d, 0, "delta")
+	if sp.Start < 0 || d[sp.Start] != '"' {
+		return ev, nil
+	}
+	if id := jsonspan.Lookup(d, 0, "item_id"); id.Start >= 0 {
+		s.holdItem = append(s.holdItem[:0], d[id.Start:id.End]...)
+	}
+	if ci := jsonspan.Lookup(d, 0, "content_index"); ci.Start >= 0 {
+		s.holdPart = append(s.holdPart[:0], d[ci.Start:ci.End]...)
+	}
+	text := jsonspan.Unescape(nil, d[sp.Start+1:sp.End-1])
+	release, holding := s.hold.feed(text)
+	s.holding, s.holdAt = holding, o
+	if !holding && len(release) == len(text) {
+		return ev, nil
+	}
+	if len(release) == 0 {
+		return nil, nil
+	}
+	return &transforms.Event{Name: ev.Name, Data: replaceSpan(d, sp, jsonspan.AppendString(nil, release))}, nil
+}
+
+// flushHold releases held text that never became markup.
+func (s *responsesStage) flushHold(emit transforms.Emit) error {
+	sec := s.hold.section()
+	rest := s.hold.flush()
+	s.holding = false
+	if sec != nil {
+		rest = sec
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	return emit(s.textDelta(s.holdAt, rest))
+}
+
+func (s *responsesStage) textDelta(o int, text []byte) *transforms.Event {
+	d := []byte(`{"type":"response.output_text.delta","sequence_number":0,"output_index":`)
+	d = strconv.AppendInt(d, int64(o), 10)
+	if len(s.holdItem) > 0 {
+		d = append(d, `,"item_id":`...)
+		d = append(d, s.holdItem...)
+	}
+	d = append(d, `,"content_index":`...)
+	if len(s.holdPart) > 0 {
+		d = append(d, s.holdPart...)
+	} else {
+		d = append(d, '0')
+	}
+	d = append(d, `,"delta":`...)
+	d = jsonspan.AppendString(d, text)
+	return &transforms.Event{Name: []byte("response.output_text.delta"), Data: append(d, '}')}
+}
+
+// textDone settles the hold at the end of a text part: markup becomes the
+// part's calls, and the part's text loses it; held text that was not
+// markup goes on first.
+func (s *responsesStage) textDone(ev *transforms.Event, emit transforms.Emit) (*transforms.Event, error) {
+	d := ev.Data
+	o, _ := eventIndex(d)
+	if !s.holding || o != s.holdAt {
+		return ev, nil
+	}
+	sec := s.hold.section()
+	rest := s.hold.flush()
+	s.holding = false
+	if sec != nil {
+		before, calls, after, found := extractMarkup(sec, s.rec.index().paramType)
+		if found {
+			sp := jsonspan.Lookup(d, 0, "text")
+			full := jsonspan.Unescape(nil, d[sp.Start+1:sp.End-1])
+			cut := bytes.LastIndex(full, sec)
+			if sp.Start >= 0 && cut >= 0 {
+				text := append(append(append([]byte(nil), full[:cut]...), before...), after...)
+				s.leak = &leak{at: o, text: text, calls: calls}
+				s.x.Tally("preflight_invalid", "markup")
+				s.x.Tally("preflight_repaired", "markup")
+				s.x.RewroteItems()
+				if len(before)+len(after) > 0 {
+					if err := emit(s.textDelta(o, append(append([]byte(nil), before...), after...))); err != nil {
+						return nil, err
+					}
+				}
+				return &transforms.Event{Name: ev.Name, Data: replaceSpan(d, sp, jsonspan.AppendString(nil, text))}, nil
+			}
+		}
+		rest = sec
+	}
+	if len(rest) > 0 {
+		if err := emit(s.textDelta(o, rest)); err != nil {
+			return nil, err
+		}
+	}
+	return ev, nil
+}
+
+// partDone gives a content part's done event the text without markup.
+func (s *responsesStage) partDone(ev *transforms.Event) *transforms.Event {
+	d := ev.Data
+	if o, _ := eventIndex(d); o != s.leak.at {
+		return ev
+	}
+	part := jsonspan.Lookup(d, 0, "part")
+	if part.Start < 0 || d[part.Start] != '{' {
+		return ev
+	}
+	sp := jsonspan.Lookup(d, part.Start, "text")
+	if sp.Start < 0 {
+		return ev
+	}
+	return &transforms.Event{Name: ev.Name, Data: replaceSpan(d, sp, jsonspan.AppendString(nil, s.leak.text))}
+}
+
+// itemDone gives the message's done item the text without markup (in
+// its last output_text part, where the markup was).
+func (lk *leak) itemDone(ev *transforms.Event) *transforms.Event {
+	d := ev.Data
+	it := jsonspan.Lookup(d, 0, "item")
+	content := jsonspan.Lookup(d, it.Start, "content")
+	if content.Start < 0 || d[content.Start] != '[' {
+		return ev
+	}
+	var last jsonspan.Span
+	jsonspan.EachElement(d, content.Start, func(el jsonspan.Span) bool {
+		if d[el.Start] == '{' && jsonspan.IsString(d, jsonspan.Lookup(d, el.Start, "type"), "output_text") {
+			last = jsonspan.Lookup(d, el.Start, "text")
+		}
+		return true
+	})
+	if last.End == 0 {
+		return ev
+	}
+	return &transforms.Event{Name: ev.Name, Data: replaceSpan(d, last, jsonspan.AppendString(nil, lk.text))}
+}
+
+// leakedCalls turns the calls of a message's markup into call items after
+// it, checked as the upstream's own are.
+func (s *responsesStage) leakedCalls(lk *leak, emit transforms.Emit) error {
+	for _, lc := range lk.calls {
+		s.synth++
+		o := 1<<20 + s.synth // after every index the upstream uses; the joiner numbers it
+		id := leakedID()
+		item := []byte(`{"type":"function_call","id":"fc_`)
+		item = append(item, id[len("call_"):]...)
+		item = append(item, `","call_id":`...)
+		item = jsonspan.AppendStringStr(item, id)
+		item = append(item, `,"name":`...)
+		item = jsonspan.AppendStringStr(item, lc.Name)
+		item = append(item, `,"arguments":`...)
+		item = jsonspan.AppendString(item, lc.Args)
+		item = append(item, `,"status":"completed"}`...)
+		h := &heldCall{done: item}
+		h.events = s.callEvents(item, o)
+		if err := s.checkCall(h, o, nil, emit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// callEvents are the added and argument events of a call item the stage
+// made, for the client to follow as any call.
+func (s *responsesStage) callEvents(item []byte, o int) []transforms.Event {
+	f := callFields(item, 0)
+	id, _ := jsonspan.StringValue(item, jsonspan.Lookup(item, 0, "id"))
+	added := []byte(`{"type":"response.output_item.added","sequence_number":0,"output_index":`)
+	added = strconv.AppendInt(added, int64(o), 10)
+	added = append(added, `,"item":{"type":"function_call","id":`...)
+	added = jsonspan.AppendStringStr(added, id)
+	added = append(added, `,"call_id":`...)
+	added = jsonspan.AppendStringStr(added, f.callID)
+	added = append(added, `,"name":`...)
+	added = jsonspan.AppendStringStr(added, f.name)
+	added = append(added, `,"arguments":"","status":"in_progress"}}`...)
+	evs := []transforms.Event{{Name: []byte("response.output_item.added"), Data: added}}
+	for _, kind := range []string{"delta", "done"} {
+		e := []byte(`{"type":"response.function_call_arguments.` + kind + `","sequence_number":0,"item_id":`)
+		e = jsonspan.AppendStringStr(e, id)
+		e = append(e, `,"output_index":`...)
+		e = strconv.AppendInt(e, int64(o), 10)
+		if kind == "delta" {
+			e = append(e, `,"delta":`...)
+		} else {
+			e = append(e, `,"arguments":`...)
+		}
+		e = jsonspan.AppendString(e, f.args)
+		evs = append(evs, transforms.Event{Name: []byte("response.function_call_arguments." + kind), Data: append(e, '}')})
+	}
+	return evs
 }
