@@ -99,14 +99,20 @@
 //
 // # Rounds
 //
-// A gateway-managed tool loop will call the upstream more than once for one
-// client request and hide the rounds in between. Nothing here assumes one
-// upstream response per request: request-phase state (records, the tool
-// map) belongs to the Exchange and stays valid across rounds;
-// RewriteResponse and NewStream may be called once per upstream response,
-// each stream with its own tracker state, while counters and decisions add
-// up on the Exchange. A loop transform would run its rounds inside its own
-// response phase: hold the upstream's answer, run its tools, send the next
-// request through the rules after it (a new request phase over the rules
-// nearer the upstream), and pass only the final answer toward the client.
+// A rule's response phase may take a round instead of passing the
+// upstream's answer on (rounds.go): a RoundTaker asks with
+// Exchange.StartRound for another upstream request, built from the body
+// its request phase was handed (kept alive for the exchange) plus what it
+// learned. The handler sends it through the request phases of the rules
+// nearer the upstream (RoundRequest), and the answer comes back through
+// their response phases (fresh stages, Stream.ResumeRound; or
+// ResumeResponse for JSON) to the same stage, which carries on. A joiner
+// stands on the client's side of the rule's stage and makes the rounds one
+// answer for the rest of the chain: one lifecycle, the round's terminal
+// event held until it is known whether another round answers, dense
+// output_index, usage summed; for Chat one id, the role once, one finish
+// and usage chunk. Rounds are capped per request (Limits.MaxRounds,
+// MaxRoundTime); a failed round (Round.Err) ends the answer as if it had
+// not helped. Request-phase state (records, the tool map) belongs to the
+// Exchange and stays valid across rounds; nothing outlives the request.
 package transforms
