@@ -139,3 +139,25 @@ func TestCaddyfileRepeatsAndSizes(t *testing.T) {
 		t.Errorf("key_sources twice: %v", err)
 	}
 }
+
+// TestRoundOptions: max_rounds and max_round_time reach the exchange's
+// limits; bad values are refused where they are written.
+func TestRoundOptions(t *testing.T) {
+	var h Handler
+	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("llm_transform {\n max_rounds 2\n max_round_time 90s\n}")); err != nil {
+		t.Fatal(err)
+	}
+	if l := h.limits(); l.MaxRounds != 2 || l.MaxRoundTime.String() != "1m30s" {
+		t.Fatalf("limits %+v", l)
+	}
+	var none Handler
+	if err := none.UnmarshalCaddyfile(caddyfile.NewTestDispenser("llm_transform {\n max_rounds -1\n}")); err != nil || none.MaxRounds != -1 {
+		t.Fatalf("max_rounds -1: %v %d", err, none.MaxRounds)
+	}
+	for _, bad := range []string{"max_rounds -2", "max_rounds x", "max_round_time 0s", "max_round_time soon", "max_rounds 1\n max_rounds 2"} {
+		var b Handler
+		if err := b.UnmarshalCaddyfile(caddyfile.NewTestDispenser("llm_transform {\n " + bad + "\n}")); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

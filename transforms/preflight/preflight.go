@@ -112,35 +112,30 @@ func (p *Preflight) Validate() error {
 //		dedup       true|false
 //	}
 func (p *Preflight) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	for d.NextBlock(d.Nesting()) {
-		opt := d.Val()
-		if !d.NextArg() {
-			return d.ArgErr()
+	b := transforms.NewRuleBlock(d)
+	for {
+		more, err := b.Next()
+		if !more || err != nil {
+			return err
 		}
-		v := d.Val()
-		if d.NextArg() {
-			return d.ArgErr()
-		}
-		switch opt {
+		switch b.Opt {
 		case "max_repairs":
-			n, err := strconv.Atoi(v)
+			n, err := b.Number()
 			if err != nil {
-				return d.Errf("max_repairs: %q is not a whole number", v)
+				return err
 			}
 			p.MaxRepairs = &n
 		case "on_failure":
-			p.OnFailure = v
+			err = b.One(&p.OnFailure)
 		case "dedup":
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return d.Errf("dedup: %q is not true or false", v)
-			}
-			p.Dedup = &b
+			err = b.Flag(&p.Dedup)
 		default:
-			return d.Errf("unrecognized tools_preflight option %q", opt)
+			err = b.Unknown()
+		}
+		if err != nil {
+			return err
 		}
 	}
-	return nil
 }
 
 // PairedPhases implements transforms.PairedPhases: the response side
