@@ -172,6 +172,14 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 	}
 	h.chain = transforms.NewChain(h.provider, h.global)
+	if err := h.chain.CheckOrder(); err != nil {
+		return err
+	}
+	for _, k := range h.keys {
+		if err := k.chain.CheckOrder(); err != nil {
+			return fmt.Errorf("api_key %s: %w", k.label, err)
+		}
+	}
 	h.anyRules = !h.chain.Empty()
 	for _, k := range h.keys {
 		h.anyRules = h.anyRules || !k.chain.Empty()

@@ -44,6 +44,14 @@ var metrics = struct {
 			Namespace: "caddy", Subsystem: "llm_transform", Name: "preflight_failed_total",
 			Help: "Calls still invalid after tools_preflight's last re-ask, by the outcome configured (pass, drop, error).",
 		}, []string{"reason"}),
+		"defer_searches": prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "caddy", Subsystem: "llm_transform", Name: "defer_searches_total",
+			Help: "Tool searches tools_defer answered for the model, by outcome (found, none, no_round).",
+		}, []string{"reason"}),
+		"defer_tools_loaded": prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "caddy", Subsystem: "llm_transform", Name: "defer_tools_loaded_total",
+			Help: "Deferred tools tools_defer sent the upstream, by why (history, search).",
+		}, []string{"reason"}),
 		"preflight_dedup": prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "caddy", Subsystem: "llm_transform", Name: "preflight_dedup_total",
 			Help: "Calls tools_preflight removed as repeats of an earlier call of the same answer.",
@@ -109,6 +117,7 @@ func registerMetrics(reg prometheus.Registerer) error {
 		metrics.unexpected, metrics.dropped, metrics.argsUnrestored, metrics.rounds, metrics.ruleEvents,
 		metrics.tallies["preflight_invalid"], metrics.tallies["preflight_repaired"],
 		metrics.tallies["preflight_failed"], metrics.tallies["preflight_dedup"],
+		metrics.tallies["defer_searches"], metrics.tallies["defer_tools_loaded"],
 	} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError

@@ -391,18 +391,21 @@ type Tally struct {
 // gateway's metrics: tools_preflight's events have metrics of their own
 // (caddy_llm_transform_<event>_total{reason}), any other transform's are
 // counted in caddy_llm_transform_rule_events_total{transform,event,label}.
-func (x *Exchange) Tally(event, label string) {
+func (x *Exchange) Tally(event, label string) { x.TallyN(event, label, 1) }
+
+// TallyN counts n events of the running rule under label (see Tally).
+func (x *Exchange) TallyN(event, label string, n int) {
 	tr := ""
 	if x.pos >= 0 && x.pos < len(x.rules) {
 		tr = x.rules[x.pos].TransformID()
 	}
 	for i := range x.tallies {
 		if t := &x.tallies[i]; t.Transform == tr && t.Event == event && t.Label == label {
-			t.N++
+			t.N += n
 			return
 		}
 	}
-	x.tallies = append(x.tallies, Tally{Transform: tr, Event: event, Label: label, N: 1})
+	x.tallies = append(x.tallies, Tally{Transform: tr, Event: event, Label: label, N: n})
 }
 
 // Tallies returns what the rules counted with Tally.

@@ -3,6 +3,7 @@ package transforms
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -191,6 +192,38 @@ func compileRule(ctx caddy.Context, c RuleConfig, scope Scope, name string) (*Ru
 // then the global ones, then those of the caller's key.
 type Chain struct {
 	rules []*Rule
+}
+
+// OrderRequirer is implemented by transforms that must stand on the
+// client's side of other transforms wherever both are in one chain
+// (tools_defer before tools_plan): such a chain fails to load.
+type OrderRequirer interface {
+	// Precedes names the transforms a rule of this one must come before,
+	// and why.
+	Precedes() (transforms []string, why string)
+}
+
+// CheckOrder returns the error of the first two rules of the chain that
+// stand in an order one of them forbids (OrderRequirer), nil when none
+// does. The handler checks every chain it builds when it loads.
+func (c *Chain) CheckOrder() error {
+	for i, r := range c.rules {
+		var t any = r.req
+		if t == nil {
+			t = r.resp
+		}
+		or, ok := t.(OrderRequirer)
+		if !ok {
+			continue
+		}
+		names, why := or.Precedes()
+		for _, e := range c.rules[:i] {
+			if slices.Contains(names, e.transform) {
+				return fmt.Errorf("%s must come before %s in the chain (%s scope before %s scope, rules in order): %s", r.name, e.name, e.scope, r.scope, why)
+			}
+		}
+	}
+	return nil
 }
 
 // NewChain concatenates rule lists in the order given.
