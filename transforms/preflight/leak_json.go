@@ -113,7 +113,7 @@ func (rec *record) leakChat(x *transforms.Exchange, body []byte, ch, msg jsonspa
 	}
 	edits := []jsonspan.Edit{{Start: content.Start, End: content.End, Repl: repl}}
 	if tcs.Start >= 0 && body[tcs.Start] == '[' {
-		edits = append(edits, jsonspan.Edit{Start: tcs.Start, End: tcs.End, Repl: appendToArray(body[tcs.Start:tcs.End], jsonspan.Span{Start: 0, End: tcs.End - tcs.Start}, entries)})
+		edits = append(edits, jsonspan.Edit{Start: tcs.Start, End: tcs.End, Repl: transforms.AppendToArray(body[tcs.Start:tcs.End], jsonspan.Span{Start: 0, End: tcs.End - tcs.Start}, entries)})
 	} else {
 		edits = append(edits, jsonspan.Edit{Start: msg.End - 1, End: msg.End - 1, Repl: append(append([]byte(`,"tool_calls":[`), entries...), ']')})
 	}

@@ -1,10 +1,8 @@
 package preflight
 
 import (
-	"bytes"
-	"errors"
-
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
+	"github.com/llmtransform/caddy-llm-transform/transforms"
 )
 
 // A re-ask is the request the answer came for, with the answer's turn and
@@ -39,28 +37,12 @@ func appendResponsesOutputs(dst []byte, outs []callOutput) []byte {
 	return dst
 }
 
-// historyItem reports whether an output item of the answer goes into a
-// re-ask's input: the assistant's messages, its calls, and reasoning the
-// upstream can read back (encrypted_content; a reasoning item that only
-// names a stored response would not be found).
-func historyItem(item []byte) bool {
-	typ, _ := jsonspan.StringValue(item, jsonspan.Lookup(item, 0, "type"))
-	switch typ {
-	case "message", "function_call", "custom_tool_call":
-		return true
-	case "reasoning":
-		ec := jsonspan.Lookup(item, 0, "encrypted_content")
-		return ec.Start >= 0 && !jsonspan.IsNull(item, ec)
-	}
-	return false
-}
-
 // reaskResponses builds a Responses re-ask from req: its input (a string
 // becomes a user message) followed by the answer's items and the outputs.
 func reaskResponses(req []byte, items [][]byte, outs []callOutput) ([]byte, error) {
 	var add []byte
 	for _, it := range items {
-		if !historyItem(it) {
+		if !transforms.ReplayableItem(it) {
 			continue
 		}
 		if len(add) > 0 {
@@ -74,21 +56,7 @@ func reaskResponses(req []byte, items [][]byte, outs []callOutput) ([]byte, erro
 		}
 		add = appendResponsesOutputs(add, outs)
 	}
-	in := jsonspan.Lookup(req, 0, "input")
-	switch {
-	case in.Start < 0:
-		return insertMember(req, "input", append(append([]byte{'['}, add...), ']'))
-	case req[in.Start] == '"':
-		v := []byte(`[{"role":"user","content":`)
-		v = append(v, req[in.Start:in.End]...)
-		v = append(v, '}', ',')
-		v = append(v, add...)
-		v = append(v, ']')
-		return replaceSpan(req, in, v), nil
-	case req[in.Start] == '[':
-		return appendToArray(req, in, add), nil
-	}
-	return nil, errors.New("the request's input is neither a string nor a list")
+	return transforms.AppendHistory(transforms.ProtocolResponses, req, add)
 }
 
 // chatTurn is the assistant's turn of a Chat answer, for a re-ask.
@@ -136,28 +104,7 @@ func reaskChat(req []byte, turn chatTurn, outs []callOutput) ([]byte, error) {
 		add = jsonspan.AppendStringStr(add, o.text)
 		add = append(add, '}')
 	}
-	msgs := jsonspan.Lookup(req, 0, "messages")
-	if msgs.Start < 0 || req[msgs.Start] != '[' {
-		return nil, errors.New("the request has no messages list")
-	}
-	return appendToArray(req, msgs, add), nil
-}
-
-// appendToArray returns doc with elems (comma-separated JSON values)
-// appended to the array at arr.
-func appendToArray(doc []byte, arr jsonspan.Span, elems []byte) []byte {
-	if len(elems) == 0 {
-		return doc
-	}
-	end := arr.End - 1 // the closing bracket
-	empty := jsonspan.SkipSpace(doc, arr.Start+1) == end
-	out := make([]byte, 0, len(doc)+len(elems)+1)
-	out = append(out, doc[:end]...)
-	if !empty {
-		out = append(out, ',')
-	}
-	out = append(out, elems...)
-	return append(out, doc[end:]...)
+	return transforms.AppendHistory(transforms.ProtocolChat, req, add)
 }
 
 func replaceSpan(doc []byte, sp jsonspan.Span, v []byte) []byte {
@@ -167,20 +114,3 @@ func replaceSpan(doc []byte, sp jsonspan.Span, v []byte) []byte {
 	return append(out, doc[sp.End:]...)
 }
 
-// insertMember adds a member to the top-level object doc.
-func insertMember(doc []byte, name string, v []byte) ([]byte, error) {
-	t := bytes.TrimRight(doc, " \t\r\n")
-	if len(t) < 2 || t[len(t)-1] != '}' {
-		return nil, errors.New("the request is not a JSON object")
-	}
-	end := len(t) - 1
-	empty := jsonspan.SkipSpace(doc, bytes.IndexByte(doc, '{')+1) == end
-	out := append([]byte(nil), doc[:end]...)
-	if !empty {
-		out = append(out, ',')
-	}
-	out = jsonspan.AppendStringStr(out, name)
-	out = append(out, ':')
-	out = append(out, v...)
-	return append(out, doc[end:]...), nil
-}
