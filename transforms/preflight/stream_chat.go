@@ -45,67 +45,6 @@ type chatHeld struct {
 	out     bool // handed to the client
 }
 
-// chunk is what the stage reads of a Chat chunk, in one walk.
-type chunk struct {
-	content, reasoning, calls, finish, usage, choices jsonspan.Span
-	first                                             bool // choice 0 is there
-	others                                            bool // another choice is there
-}
-
-func readChunk(d []byte) chunk {
-	c := chunk{content: jsonspan.NoSpan(), reasoning: jsonspan.NoSpan(), calls: jsonspan.NoSpan(),
-		finish: jsonspan.NoSpan(), usage: jsonspan.NoSpan(), choices: jsonspan.NoSpan()}
-	delta := func(k jsonspan.Span, v int) int {
-		e := jsonspan.SkipValue(d, v)
-		switch jsonspan.KeyName(d, k) {
-		case "content":
-			c.content = jsonspan.Span{Start: v, End: e}
-		case "reasoning_content":
-			c.reasoning = jsonspan.Span{Start: v, End: e}
-		case "tool_calls":
-			c.calls = jsonspan.Span{Start: v, End: e}
-		}
-		return e
-	}
-	jsonspan.WalkMembers(d, 0, func(k jsonspan.Span, v int) int {
-		e := jsonspan.SkipValue(d, v)
-		switch jsonspan.KeyName(d, k) {
-		case "choices":
-			c.choices = jsonspan.Span{Start: v, End: e}
-			jsonspan.EachElement(d, v, func(el jsonspan.Span) bool {
-				idx := jsonspan.Lookup(d, el.Start, "index")
-				if idx.Start >= 0 && string(d[idx.Start:idx.End]) != "0" {
-					c.others = true
-					return true
-				}
-				c.first = true
-				jsonspan.WalkMembers(d, el.Start, func(k2 jsonspan.Span, v2 int) int {
-					switch jsonspan.KeyName(d, k2) {
-					case "delta":
-						if d[v2] == '{' {
-							return jsonspan.WalkMembers(d, v2, delta)
-						}
-					case "finish_reason":
-						e2 := jsonspan.SkipValue(d, v2)
-						if !jsonspan.IsNull(d, jsonspan.Span{Start: v2, End: e2}) {
-							c.finish = jsonspan.Span{Start: v2, End: e2}
-						}
-						return e2
-					}
-					return jsonspan.SkipValue(d, v2)
-				})
-				return true
-			})
-		case "usage":
-			if !jsonspan.IsNull(d, jsonspan.Span{Start: v, End: e}) {
-				c.usage = jsonspan.Span{Start: v, End: e}
-			}
-		}
-		return e
-	})
-	return c
-}
-
 var doneData = []byte("[DONE]")
 
 func (s *chatStage) Event(ev *transforms.Event, emit transforms.Emit) error {
@@ -124,49 +63,49 @@ func (s *chatStage) Event(ev *transforms.Event, emit transforms.Emit) error {
 		}
 		return emit(ev)
 	}
-	c := readChunk(d)
-	if s.head == nil && c.choices.Start > 0 {
-		s.head = bytes.Clone(d[:jsonspan.KeyStart(d, c.choices)])
+	c := transforms.ReadChatChunk(d)
+	if s.head == nil && c.Choices.Start > 0 {
+		s.head = bytes.Clone(d[:jsonspan.KeyStart(d, c.Choices)])
 	}
-	if c.others {
+	if c.Others {
 		return emit(ev) // n > 1: not checked
 	}
-	if c.content.Start >= 0 && d[c.content.Start] == '"' &&
-		(s.holding || mayOpen(d[c.content.Start:c.content.End])) {
+	if c.Content.Start >= 0 && d[c.Content.Start] == '"' &&
+		(s.holding || mayOpen(d[c.Content.Start:c.Content.End])) {
 		// Text that may be a call's markup is held until the answer's
 		// end shows what it is.
 		if nd, changed := s.holdText(d, c); changed {
-			d, c = nd, readChunk(nd)
+			d, c = nd, transforms.ReadChatChunk(nd)
 			ev = &transforms.Event{Data: d}
 		}
 	}
 	if !s.a.repair {
-		if c.content.Start >= 0 && d[c.content.Start] == '"' {
-			s.text = append(s.text, d[c.content.Start+1:c.content.End-1]...)
+		if c.Content.Start >= 0 && d[c.Content.Start] == '"' {
+			s.text = append(s.text, d[c.Content.Start+1:c.Content.End-1]...)
 		}
-		if c.reasoning.Start >= 0 && d[c.reasoning.Start] == '"' {
-			s.thought = append(s.thought, d[c.reasoning.Start+1:c.reasoning.End-1]...)
+		if c.Reasoning.Start >= 0 && d[c.Reasoning.Start] == '"' {
+			s.thought = append(s.thought, d[c.Reasoning.Start+1:c.Reasoning.End-1]...)
 		}
 	}
-	if c.calls.Start < 0 && c.finish.Start < 0 {
-		if s.a.repair && c.usage.Start < 0 {
+	if c.Calls.Start < 0 && c.Finish.Start < 0 {
+		if s.a.repair && c.Usage.Start < 0 {
 			return nil // a re-ask's text is not shown again
 		}
-		if s.a.repair && c.first {
+		if s.a.repair && c.First {
 			return emit(&transforms.Event{Data: s.bare(d, c)})
 		}
 		return emit(ev)
 	}
-	pure := c.calls.Start >= 0 && c.finish.Start < 0 && c.usage.Start < 0 &&
-		(c.content.Start < 0 || string(d[c.content.Start:c.content.End]) == "null" || string(d[c.content.Start:c.content.End]) == `""`) &&
-		c.reasoning.Start < 0
-	if c.calls.Start >= 0 {
+	pure := c.Calls.Start >= 0 && c.Finish.Start < 0 && c.Usage.Start < 0 &&
+		(c.Content.Start < 0 || string(d[c.Content.Start:c.Content.End]) == "null" || string(d[c.Content.Start:c.Content.End]) == `""`) &&
+		c.Reasoning.Start < 0
+	if c.Calls.Start >= 0 {
 		if err := s.fragments(d, c, pure, emit); err != nil {
 			return err
 		}
 	}
-	if c.finish.Start >= 0 {
-		if err := s.finish(jsonspan.IsString(d, c.finish, "length"), emit); err != nil {
+	if c.Finish.Start >= 0 {
+		if err := s.finish(jsonspan.IsString(d, c.Finish, "length"), emit); err != nil {
 			return err
 		}
 	}
@@ -178,18 +117,18 @@ func (s *chatStage) Event(ev *transforms.Event, emit transforms.Emit) error {
 		return emit(&transforms.Event{Data: s.bare(d, c)})
 	}
 	rest := d
-	if c.calls.Start >= 0 {
-		rest = jsonspan.Apply(d, []jsonspan.Edit{jsonspan.RemoveMember(d, c.calls)})
+	if c.Calls.Start >= 0 {
+		rest = jsonspan.Apply(d, []jsonspan.Edit{jsonspan.RemoveMember(d, c.Calls)})
 	}
 	switch {
-	case c.finish.Start < 0 || s.x.PendingRound() != nil:
-	case s.released == 0 && len(s.calls) > 0 && jsonspan.IsString(d, c.finish, "tool_calls"):
+	case c.Finish.Start < 0 || s.x.PendingRound() != nil:
+	case s.released == 0 && len(s.calls) > 0 && jsonspan.IsString(d, c.Finish, "tool_calls"):
 		// Every call of the answer went: it ends as a plain one.
-		f := readChunk(rest).finish
+		f := transforms.ReadChatChunk(rest).Finish
 		rest = replaceSpan(rest, f, []byte(`"stop"`))
-	case s.released > 0 && jsonspan.IsString(d, c.finish, "stop"):
+	case s.released > 0 && jsonspan.IsString(d, c.Finish, "stop"):
 		// Calls recovered from the text: the answer ends with calls.
-		f := readChunk(rest).finish
+		f := transforms.ReadChatChunk(rest).Finish
 		rest = replaceSpan(rest, f, []byte(`"tool_calls"`))
 	}
 	return emit(&transforms.Event{Data: rest})
@@ -205,18 +144,18 @@ func (s *chatStage) begin(n int) {
 }
 
 // bare is a chunk without its text or calls: its finish and usage.
-func (s *chatStage) bare(d []byte, c chunk) []byte {
+func (s *chatStage) bare(d []byte, c transforms.ChatChunk) []byte {
 	out := append([]byte(nil), s.head...)
 	out = append(out, `"choices":[{"index":0,"delta":{},"finish_reason":`...)
-	if c.finish.Start >= 0 {
-		out = append(out, d[c.finish.Start:c.finish.End]...)
+	if c.Finish.Start >= 0 {
+		out = append(out, d[c.Finish.Start:c.Finish.End]...)
 	} else {
 		out = append(out, "null"...)
 	}
 	out = append(out, "}]"...)
-	if c.usage.Start >= 0 {
+	if c.Usage.Start >= 0 {
 		out = append(out, `,"usage":`...)
-		out = append(out, d[c.usage.Start:c.usage.End]...)
+		out = append(out, d[c.Usage.Start:c.Usage.End]...)
 	}
 	return append(out, '}')
 }
@@ -224,9 +163,9 @@ func (s *chatStage) bare(d []byte, c chunk) []byte {
 // fragments places the chunk's tool_calls entries at their calls. A
 // chunk that carries one call's entry and nothing else is held as it
 // came; the entries of any other chunk are held as chunks of their own.
-func (s *chatStage) fragments(d []byte, c chunk, pure bool, emit transforms.Emit) error {
+func (s *chatStage) fragments(d []byte, c transforms.ChatChunk, pure bool, emit transforms.Emit) error {
 	var frags []jsonspan.Span
-	jsonspan.EachElement(d, c.calls.Start, func(el jsonspan.Span) bool {
+	jsonspan.EachElement(d, c.Calls.Start, func(el jsonspan.Span) bool {
 		frags = append(frags, el)
 		return true
 	})
@@ -334,12 +273,12 @@ func (s *chatStage) out(h *chatHeld, chunks [][]byte, emit transforms.Emit) erro
 // setCallIndex renumbers the tool_calls entries of a chunk that carries
 // one call.
 func setCallIndex(d []byte, n int64) []byte {
-	c := readChunk(d)
-	if c.calls.Start < 0 {
+	c := transforms.ReadChatChunk(d)
+	if c.Calls.Start < 0 {
 		return d
 	}
 	var edits []jsonspan.Edit
-	jsonspan.EachElement(d, c.calls.Start, func(el jsonspan.Span) bool {
+	jsonspan.EachElement(d, c.Calls.Start, func(el jsonspan.Span) bool {
 		if idx := jsonspan.Lookup(d, el.Start, "index"); idx.Start >= 0 {
 			edits = append(edits, jsonspan.Edit{Start: idx.Start, End: idx.End, Repl: strconv.AppendInt(nil, n, 10)})
 		}
@@ -441,8 +380,8 @@ func (s *chatStage) End(emit transforms.Emit) error {
 
 // holdText passes a chunk's content through the markup hold: the chunk
 // with the text that may go now, and whether that changed it.
-func (s *chatStage) holdText(d []byte, c chunk) ([]byte, bool) {
-	raw := d[c.content.Start+1 : c.content.End-1]
+func (s *chatStage) holdText(d []byte, c transforms.ChatChunk) ([]byte, bool) {
+	raw := d[c.Content.Start+1 : c.Content.End-1]
 	text := raw
 	if bytes.IndexByte(raw, '\\') >= 0 {
 		text = jsonspan.Unescape(nil, raw)
@@ -452,7 +391,7 @@ func (s *chatStage) holdText(d []byte, c chunk) ([]byte, bool) {
 	if !holding && len(release) == len(text) {
 		return d, false
 	}
-	return replaceSpan(d, c.content, jsonspan.AppendString(nil, release)), true
+	return replaceSpan(d, c.Content, jsonspan.AppendString(nil, release)), true
 }
 
 // resolveText settles the text the hold kept at the answer's end: calls
