@@ -113,4 +113,3 @@ func replaceSpan(doc []byte, sp jsonspan.Span, v []byte) []byte {
 	out = append(out, v...)
 	return append(out, doc[sp.End:]...)
 }
-
