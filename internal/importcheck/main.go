@@ -35,6 +35,8 @@ var arrows = map[string]struct{ Imports, TestImports []string }{
 	"transforms/messagesbridge": {TestImports: []string{"transforms/toolsplan"}},
 	// Preflight tests put tools_preflight behind the bridges.
 	"transforms/preflight": {TestImports: []string{"transforms/preflight", "transforms/messagesbridge", "transforms/chatbridge"}},
+	// tools_defer tests chain tools_plan after it.
+	"transforms/tooldefer": {TestImports: []string{"transforms/tooldefer", "transforms/toolsplan"}},
 	// The engine's external tests chain every transform.
 	"transforms": {TestImports: []string{"transforms/all"}},
 }

@@ -12,6 +12,7 @@ import (
 	_ "github.com/llmtransform/caddy-llm-transform/transforms/messagesbridge"
 	_ "github.com/llmtransform/caddy-llm-transform/transforms/preflight"
 	_ "github.com/llmtransform/caddy-llm-transform/transforms/schema"
+	_ "github.com/llmtransform/caddy-llm-transform/transforms/tooldefer"
 	_ "github.com/llmtransform/caddy-llm-transform/transforms/toolsfilter"
 	_ "github.com/llmtransform/caddy-llm-transform/transforms/toolsplan"
 )
