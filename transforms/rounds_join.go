@@ -285,6 +285,7 @@ type chatJoin struct {
 	usage     []byte // usage of the rounds that asked for another, summed
 	usageSent bool
 	calls     bool // the client saw a call
+	roleSent  bool // the client got the role
 	// What a round that asked for another left out, owed to the client
 	// if no later round answers: its finish_reason and [DONE].
 	owedFinish []byte
@@ -329,6 +330,9 @@ func (j *chatJoin) Event(ev *Event, emit Emit) error {
 	if j.round == 0 && !j.x.asked(j.rule) {
 		if bytes.Contains(d, []byte(`"tool_calls"`)) {
 			j.count(d)
+		}
+		if !j.roleSent && bytes.Contains(d, []byte(`"role"`)) {
+			j.roleSent = true
 		}
 		return emit(ev)
 	}
@@ -382,8 +386,12 @@ func (j *chatJoin) rewrite(d []byte) ([]byte, bool) {
 		_ = json.Unmarshal(ch["index"], &idx)
 		var delta map[string]json.RawMessage
 		_ = json.Unmarshal(ch["delta"], &delta)
-		if j.round > 0 {
-			delete(delta, "role")
+		if _, ok := delta["role"]; ok {
+			if j.round > 0 && j.roleSent {
+				delete(delta, "role")
+			} else {
+				j.roleSent = true
+			}
 		}
 		if tcs, ok := delta["tool_calls"]; ok {
 			var calls []map[string]json.RawMessage
@@ -401,7 +409,7 @@ func (j *chatJoin) rewrite(d []byte) ([]byte, bool) {
 			}
 		}
 		for k, v := range delta {
-			if k != "role" && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) && string(v) != `""` {
+			if k == "role" || !bytes.Equal(bytes.TrimSpace(v), []byte("null")) && string(v) != `""` {
 				content = true
 			}
 		}
@@ -458,8 +466,12 @@ func (j *chatJoin) End(emit Emit) error {
 	}
 	if j.owedFinish != nil {
 		fr := j.owedFinish
-		if j.calls {
+		switch {
+		case j.calls:
 			fr = []byte(`"tool_calls"`)
+		case string(fr) == `"tool_calls"`:
+			// The calls of that finish never reached the client.
+			fr = []byte(`"stop"`)
 		}
 		c := []byte(`{"id":`)
 		c = append(c, j.id...)

@@ -18,6 +18,7 @@ type record struct {
 	deferred   []string          // their names, in the request's order
 	loaded     map[string]bool   // the deferred tools a round loaded
 	index      *bm25             // over the deferred tools, built at the first search
+	round      *transforms.Round // the last round asked for
 }
 
 // RewriteRequest defers the request's function tools past the threshold:

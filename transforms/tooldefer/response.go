@@ -149,6 +149,14 @@ func searchTurn(p transforms.Protocol, name string, items [][]byte, content, rea
 // takeRound answers an answer's searches with a round; false when no round
 // is left (the searches are then dropped: the client cannot run them).
 func (d *Defer) takeRound(x *transforms.Exchange, rec *record, items [][]byte, content, reasoning []byte, searches []search) bool {
+	if rd := rec.round; rd != nil && rd.Err != nil {
+		// The answer comes again because its round failed: it ends
+		// without the search, as if no round were left.
+		rec.round = nil
+		x.TallyN("defer_searches", "failed", len(searches))
+		x.Decide("tools_defer", "search_dropped", "the search's round failed")
+		return false
+	}
 	if !x.RoundsLeft() {
 		x.TallyN("defer_searches", "no_round", len(searches))
 		x.Decide("tools_defer", "search_dropped", "no round left")
@@ -157,7 +165,7 @@ func (d *Defer) takeRound(x *transforms.Exchange, rec *record, items [][]byte, c
 	found, outputs := d.answerSearches(x, rec, searches)
 	body, err := rec.roundBody(found, searchTurn(rec.proto, rec.searchName, items, content, reasoning, searches, outputs))
 	if err == nil {
-		_, err = x.StartRound(body, "search")
+		rec.round, err = x.StartRound(body, "search")
 	}
 	if err != nil {
 		x.Decide("tools_defer", "search_dropped", err.Error())

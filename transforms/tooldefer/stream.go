@@ -152,10 +152,10 @@ func (s *chatStage) Event(ev *transforms.Event, emit transforms.Emit) error {
 	if c.Calls.Start >= 0 && d[c.Calls.Start] == '[' {
 		out = s.calls(d, c)
 		if out == nil {
-			if c.Finish.Start < 0 && c.Usage.Start < 0 && !hasText(d, c) {
+			out = jsonspan.Apply(d, []jsonspan.Edit{jsonspan.RemoveMember(d, c.Calls)})
+			if c.Finish.Start < 0 && c.Usage.Start < 0 && emptyDelta(out) {
 				return nil
 			}
-			out = jsonspan.Apply(d, []jsonspan.Edit{jsonspan.RemoveMember(d, c.Calls)})
 		}
 	}
 	if c.Finish.Start >= 0 {
@@ -173,9 +173,26 @@ func (s *chatStage) Event(ev *transforms.Event, emit transforms.Emit) error {
 	return emit(&transforms.Event{Data: out})
 }
 
-func hasText(d []byte, c transforms.ChatChunk) bool {
-	return c.Content.Start >= 0 && !jsonspan.IsNull(d, c.Content) && c.Content.End-c.Content.Start > 2 ||
-		c.Reasoning.Start >= 0 && !jsonspan.IsNull(d, c.Reasoning) && c.Reasoning.End-c.Reasoning.Start > 2
+// emptyDelta reports whether a chunk's first choice says nothing once its
+// search entries are out: no role, no text, no other member of note.
+func emptyDelta(d []byte) bool {
+	empty := true
+	choices := jsonspan.Lookup(d, 0, "choices")
+	jsonspan.EachElement(d, choices.Start, func(el jsonspan.Span) bool {
+		delta := jsonspan.Lookup(d, el.Start, "delta")
+		if delta.Start < 0 || d[delta.Start] != '{' {
+			return false
+		}
+		jsonspan.EachMember(d, delta.Start, func(m jsonspan.Member) bool {
+			v := d[m.Value.Start:m.Value.End]
+			if !jsonspan.IsNull(d, m.Value) && string(v) != `""` {
+				empty = false
+			}
+			return empty
+		})
+		return false
+	})
+	return empty
 }
 
 // calls returns the chunk with its search entries removed and the other
