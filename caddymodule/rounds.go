@@ -49,6 +49,11 @@ func (h *Handler) runRound(rw *responseWriter, r *http.Request, next caddyhttp.H
 	if err == nil {
 		err = rr.failure()
 	}
+	if rw.mode == modeStream && rw.stream.Stopped() {
+		// The gateway itself ended the stream in the round's answer (a
+		// rule's error event): the round answered.
+		err = nil
+	}
 	if err != nil {
 		h.logger.Debug("round failed", zap.Error(err))
 	}

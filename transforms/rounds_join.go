@@ -52,6 +52,8 @@ type responsesJoin struct {
 	respID []byte
 	usage  []byte // usage of the earlier rounds, summed
 	held   *Event // the terminal event of a round that asked for another
+	// heldCounted: held's usage is in usage (the round after it began).
+	heldCounted bool
 }
 
 func (j *responsesJoin) Event(ev *Event, emit Emit) error {
@@ -59,7 +61,7 @@ func (j *responsesJoin) Event(ev *Event, emit Emit) error {
 	if d == nil {
 		return emit(ev)
 	}
-	if n := len(j.x.rounds); n != j.round {
+	if n := len(j.x.rounds); n != j.round && j.x.answered() {
 		j.newRound(n)
 	}
 	typ := EventType(d)
@@ -92,9 +94,10 @@ func (j *responsesJoin) Event(ev *Event, emit Emit) error {
 		if j.idx == nil {
 			j.idx = map[int]int{}
 		}
-		j.idx[o] = j.next
+		c := j.next
+		j.idx[o] = c
 		j.next++
-		return emit(j.reindex(ev, o, sp))
+		return emit(j.reindex(ev, c, sp))
 	case `"response.output_item.done"`:
 		ev = j.reindexed(ev)
 		if it := jsonspan.Lookup(ev.Data, 0, "item"); it.Start >= 0 {
@@ -104,10 +107,11 @@ func (j *responsesJoin) Event(ev *Event, emit Emit) error {
 	case `"response.completed"`, `"response.incomplete"`, `"response.failed"`:
 		if j.x.asked(j.rule) {
 			c := Event{Name: bytes.Clone(ev.Name), Data: bytes.Clone(d)}
-			j.held = &c
+			j.held, j.heldCounted = &c, false
 			return nil
 		}
-		return j.final(ev, emit)
+		j.held = nil
+		return j.final(ev, j.usage, emit)
 	}
 	return emit(j.reindexed(ev))
 }
@@ -115,28 +119,56 @@ func (j *responsesJoin) Event(ev *Event, emit Emit) error {
 // newRound starts round n: the held terminal event only lends its usage.
 func (j *responsesJoin) newRound(n int) {
 	j.round, j.remap, j.idx = n, true, map[int]int{}
-	if j.held != nil {
+	if j.held != nil && !j.heldCounted {
+		// The held event stays, to end the answer should this round be
+		// cut; its usage counts now.
 		j.usage = addUsage(j.usage, responseUsage(j.held.Data))
-		j.held = nil
+		j.heldCounted = true
 	}
 }
 
 func (j *responsesJoin) End(emit Emit) error {
 	if j.held != nil && !j.x.asked(j.rule) {
-		// The round asked for never answered: the held terminal event
-		// ends the answer.
-		ev := j.held
+		// The round asked for never answered, or broke off: the held
+		// terminal event ends the answer.
+		ev, usage := j.held, j.usage
+		if j.heldCounted {
+			// Its usage is in j.usage already.
+			usage = nil
+			ev = &Event{Name: ev.Name, Data: withUsage(ev.Data, j.usage)}
+		}
 		j.held = nil
-		return j.final(ev, emit)
+		return j.final(ev, usage, emit)
 	}
 	return nil
+}
+
+// withUsage returns a terminal event's data with the response's usage
+// replaced by u.
+func withUsage(d, u []byte) []byte {
+	r := jsonspan.Lookup(d, 0, "response")
+	if r.Start < 0 || len(u) == 0 {
+		return d
+	}
+	sp := jsonspan.Lookup(d, r.Start, "usage")
+	if sp.Start < 0 {
+		return d
+	}
+	return jsonspan.Apply(d, []jsonspan.Edit{{Start: sp.Start, End: sp.End, Repl: u}})
+}
+
+// answered reports whether the round sent last answered: the events after
+// a failed one are the rule's settling of the answer before it.
+func (x *Exchange) answered() bool {
+	rd := x.lastRound()
+	return rd == nil || rd.Err == nil
 }
 
 // final writes the answer's one terminal event: as it came when nothing
 // was joined, else with the items the client saw and the usage of every
 // round.
-func (j *responsesJoin) final(ev *Event, emit Emit) error {
-	if j.round == 0 && !j.remap && !j.x.itemsRewritten {
+func (j *responsesJoin) final(ev *Event, usage []byte, emit Emit) error {
+	if j.round == 0 && !j.remap && !j.x.itemsRewritten && len(usage) == 0 {
 		return emit(ev)
 	}
 	var m map[string]json.RawMessage
@@ -158,8 +190,8 @@ func (j *responsesJoin) final(ev *Event, emit Emit) error {
 	if j.respID != nil {
 		resp["id"] = j.respID
 	}
-	if u := addUsage(j.usage, resp["usage"]); len(u) > 0 && len(j.usage) > 0 {
-		resp["usage"] = u
+	if len(usage) > 0 {
+		resp["usage"] = addUsage(usage, resp["usage"])
 	}
 	rb, err := json.Marshal(resp)
 	if err != nil {
@@ -279,6 +311,7 @@ type chatJoin struct {
 	round int
 
 	id   []byte
+	head []byte          // the first chunk's members before "choices"
 	base map[int64]int64 // per choice: the calls the client saw in earlier rounds
 	seen map[int64]int64 // per choice: this round's calls (highest index + 1)
 
@@ -297,13 +330,14 @@ func (j *chatJoin) Event(ev *Event, emit Emit) error {
 	if d == nil {
 		return emit(ev)
 	}
-	if n := len(j.x.rounds); n != j.round {
+	if n := len(j.x.rounds); n != j.round && j.x.answered() {
+		// A new round's answer; what the one before owed stays owed
+		// until this one finishes.
 		j.round = n
 		for c, k := range j.seen {
 			j.base[c] += k
 		}
 		clear(j.seen)
-		j.owedFinish, j.owedDone = nil, false
 	}
 	if bytes.Equal(bytes.TrimSpace(d), doneData) {
 		if j.x.asked(j.rule) {
@@ -312,19 +346,19 @@ func (j *chatJoin) Event(ev *Event, emit Emit) error {
 		}
 		if j.round > 0 && len(j.usage) > 0 && !j.usageSent {
 			j.usageSent = true
-			u := []byte(`{"id":`)
-			u = append(u, j.id...)
-			u = append(u, `,"object":"chat.completion.chunk","choices":[],"usage":`...)
-			u = append(append(u, j.usage...), '}')
-			if err := emit(&Event{Data: u}); err != nil {
+			if err := emit(&Event{Data: j.usageChunk()}); err != nil {
 				return err
 			}
 		}
+		j.owedDone = false
 		return emit(ev)
 	}
 	if j.id == nil {
 		if id := jsonspan.Lookup(d, 0, "id"); id.Start >= 0 {
 			j.id = bytes.Clone(d[id.Start:id.End])
+		}
+		if ch := jsonspan.Lookup(d, 0, "choices"); ch.Start > 0 {
+			j.head = bytes.Clone(d[:jsonspan.KeyStart(d, ch)])
 		}
 	}
 	if j.round == 0 && !j.x.asked(j.rule) {
@@ -423,8 +457,15 @@ func (j *chatJoin) rewrite(d []byte) ([]byte, bool) {
 				// The client got calls in an earlier round.
 				ch["finish_reason"] = json.RawMessage(`"tool_calls"`)
 				content = true
+			case !j.calls && string(fr) == `"tool_calls"`:
+				// None of the calls reached the client.
+				ch["finish_reason"] = json.RawMessage(`"stop"`)
+				content = true
 			default:
 				content = true
+			}
+			if !asked {
+				j.owedFinish = nil
 			}
 		}
 	}
@@ -458,6 +499,21 @@ func (j *chatJoin) rewrite(d []byte) ([]byte, bool) {
 	return out, true
 }
 
+// chunkHead is the first chunk's members before its choices (id, object,
+// created, model…), for the chunks the joiner writes.
+func (j *chatJoin) chunkHead() []byte {
+	if j.head != nil {
+		return append([]byte(nil), j.head...)
+	}
+	h := append([]byte(`{"id":`), j.id...)
+	return append(h, `,"object":"chat.completion.chunk",`...)
+}
+
+func (j *chatJoin) usageChunk() []byte {
+	u := append(j.chunkHead(), `"choices":[],"usage":`...)
+	return append(append(u, j.usage...), '}')
+}
+
 // End gives the client what a round that never answered left out: the
 // finish, the usage, [DONE].
 func (j *chatJoin) End(emit Emit) error {
@@ -473,9 +529,7 @@ func (j *chatJoin) End(emit Emit) error {
 			// The calls of that finish never reached the client.
 			fr = []byte(`"stop"`)
 		}
-		c := []byte(`{"id":`)
-		c = append(c, j.id...)
-		c = append(c, `,"object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":`...)
+		c := append(j.chunkHead(), `"choices":[{"index":0,"delta":{},"finish_reason":`...)
 		c = append(append(c, fr...), "}]}"...)
 		if err := emit(&Event{Data: c}); err != nil {
 			return err
@@ -483,11 +537,7 @@ func (j *chatJoin) End(emit Emit) error {
 	}
 	if len(j.usage) > 0 && !j.usageSent {
 		j.usageSent = true
-		u := []byte(`{"id":`)
-		u = append(u, j.id...)
-		u = append(u, `,"object":"chat.completion.chunk","choices":[],"usage":`...)
-		u = append(append(u, j.usage...), '}')
-		if err := emit(&Event{Data: u}); err != nil {
+		if err := emit(&Event{Data: j.usageChunk()}); err != nil {
 			return err
 		}
 	}
@@ -553,8 +603,8 @@ func joinJSON(p Protocol, parts [][]byte) []byte {
 func joinChoices(parts [][]byte) json.RawMessage {
 	type choice = map[string]json.RawMessage
 	var final choice
-	var text string
-	hasText := false
+	var text, thought string
+	hasText, hasThought := false, false
 	var calls []json.RawMessage
 	for _, b := range parts {
 		var pm struct {
@@ -570,6 +620,11 @@ func joinChoices(parts [][]byte) json.RawMessage {
 		if json.Unmarshal(msg["content"], &s) == nil && s != "" {
 			text += s
 			hasText = true
+		}
+		var r string
+		if json.Unmarshal(msg["reasoning_content"], &r) == nil && r != "" {
+			thought += r
+			hasThought = true
 		}
 		var cs []json.RawMessage
 		if json.Unmarshal(msg["tool_calls"], &cs) == nil {
@@ -587,9 +642,17 @@ func joinChoices(parts [][]byte) json.RawMessage {
 	if hasText {
 		msg["content"], _ = json.Marshal(text)
 	}
+	if hasThought {
+		msg["reasoning_content"], _ = json.Marshal(thought)
+	}
 	if len(calls) > 0 {
 		msg["tool_calls"], _ = json.Marshal(calls)
 		final["finish_reason"] = json.RawMessage(`"tool_calls"`)
+	} else {
+		delete(msg, "tool_calls")
+		if string(final["finish_reason"]) == `"tool_calls"` {
+			final["finish_reason"] = json.RawMessage(`"stop"`)
+		}
 	}
 	final["message"], _ = json.Marshal(msg)
 	out, _ := json.Marshal([]choice{final})

@@ -31,7 +31,10 @@ func (p *Preflight) responsesBody(x *transforms.Exchange, rec *record, body []by
 	leaked := rec.leakResponses(x, body)
 	body = leaked
 	out = jsonspan.Lookup(body, 0, "output")
-	incomplete := jsonspan.IsString(body, jsonspan.Lookup(body, 0, "status"), "incomplete")
+	// Only a completed answer is asked again: one cut at its limit would
+	// be cut again, a failed one has nothing to mend.
+	st := jsonspan.Lookup(body, 0, "status")
+	incomplete := st.Start >= 0 && !jsonspan.IsString(body, st, "completed")
 	type item struct {
 		el   jsonspan.Span
 		v    *verdict
@@ -215,6 +218,11 @@ func (p *Preflight) chatBody(x *transforms.Exchange, rec *record, body []byte) (
 				}
 				c.c = chatCall{id: id, name: name, args: args}
 				c.v = a.judge("", name, args)
+			} else if cu := jsonspan.Lookup(body, el.Start, "custom"); cu.Start >= 0 && body[cu.Start] == '{' {
+				// A custom tool's call: its name is checked, not its input.
+				name, _ := jsonspan.StringValue(body, jsonspan.Lookup(body, cu.Start, "name"))
+				c.c = chatCall{id: id, name: name}
+				c.v = a.judge("", name, nil)
 			}
 		}
 		calls = append(calls, c)
@@ -326,6 +334,23 @@ func hideChatText(body []byte, ch, msg jsonspan.Span, calls []byte) []byte {
 func rewriteChatCall(el []byte, v *verdict) []byte {
 	w := jsonspan.NewObj(nil)
 	jsonspan.EachMember(el, 0, func(m jsonspan.Member) bool {
+		if m.KeyIs(el, "custom") && el[m.Value.Start] == '{' {
+			// A custom call: its name only; the input is freeform.
+			w.Key("custom")
+			obj := el[m.Value.Start:m.Value.End]
+			cw := jsonspan.NewObj(nil)
+			jsonspan.EachMember(obj, 0, func(cm jsonspan.Member) bool {
+				if cm.KeyIs(obj, "name") {
+					cw.Key("name")
+					cw.B = jsonspan.AppendStringStr(cw.B, v.name)
+				} else {
+					cw.Raw(obj, cm)
+				}
+				return true
+			})
+			w.B = append(w.B, cw.Close()...)
+			return true
+		}
 		if m.KeyIs(el, "function") {
 			w.Key("function")
 			w.B = append(w.B, rewriteItem(el[m.Value.Start:m.Value.End], v)...)

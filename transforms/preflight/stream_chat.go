@@ -38,6 +38,7 @@ type chatHeld struct {
 	idx     int64
 	id      string
 	name    string
+	custom  bool     // a custom tool's call: its input is freeform
 	args    []byte   // escaped, as streamed
 	chunks  [][]byte // the chunks that carry it, as they came
 	v       verdict
@@ -203,6 +204,7 @@ func (s *chatStage) fragments(d []byte, c transforms.ChatChunk, pure bool, emit 
 		if f.HasName {
 			h.name += f.Name
 		}
+		h.custom = h.custom || f.Custom
 		h.args = append(h.args, f.Args...)
 		if pure {
 			h.chunks = append(h.chunks, bytes.Clone(d))
@@ -229,7 +231,13 @@ func (s *chatStage) complete(h *chatHeld, emit transforms.Emit) error {
 	}
 	h.checked = true
 	args := jsonspan.Unescape(nil, h.args)
+	if h.custom {
+		args = nil // freeform input: the name is checked, not the input
+	}
 	h.v = s.a.judge("", h.name, args)
+	if h.custom {
+		h.v.args = jsonspan.Unescape(nil, h.args)
+	}
 	switch {
 	case h.v.dup:
 		return nil
@@ -247,9 +255,15 @@ func (s *chatStage) repairedEntry(h *chatHeld) []byte {
 	e = strconv.AppendInt(e, h.idx, 10)
 	e = append(e, `,"id":`...)
 	e = jsonspan.AppendStringStr(e, h.id)
-	e = append(e, `,"type":"function","function":{"name":`...)
-	e = jsonspan.AppendStringStr(e, h.v.name)
-	e = append(e, `,"arguments":`...)
+	if h.custom {
+		e = append(e, `,"type":"custom","custom":{"name":`...)
+		e = jsonspan.AppendStringStr(e, h.v.name)
+		e = append(e, `,"input":`...)
+	} else {
+		e = append(e, `,"type":"function","function":{"name":`...)
+		e = jsonspan.AppendStringStr(e, h.v.name)
+		e = append(e, `,"arguments":`...)
+	}
 	e = jsonspan.AppendString(e, h.v.args)
 	return append(e, `}}`...)
 }
@@ -365,7 +379,9 @@ func (s *chatStage) End(emit transforms.Emit) error {
 	if s.x.PendingRound() != nil {
 		return nil
 	}
-	if rd := s.rec.round; rd != nil && rd.Err != nil && !s.rec.failHandled && len(s.asked) > 0 {
+	if len(s.asked) > 0 {
+		// The re-ask failed, or its answer ended before its finish: the
+		// calls it was for are settled as after the last re-ask.
 		s.rec.failHandled = true
 		asked := s.asked
 		s.asked = nil

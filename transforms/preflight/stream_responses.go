@@ -369,7 +369,10 @@ func (s *responsesStage) End(emit transforms.Emit) error {
 	if s.x.PendingRound() != nil {
 		return nil
 	}
-	if rd := s.rec.round; rd != nil && rd.Err != nil && !s.rec.failHandled && len(s.asked) > 0 {
+	if len(s.asked) > 0 {
+		// The re-ask failed, or its answer ended before its terminal
+		// event: the calls it was for are settled as after the last
+		// re-ask.
 		s.rec.failHandled = true
 		asked := s.asked
 		s.asked = nil
