@@ -109,6 +109,9 @@ type Exchange struct {
 	itemsRewritten bool
 	jsonJoin       *jsonJoin
 	tallies        []Tally
+	// filterGen changes when a stage starts handling event types it
+	// declared it left alone: the stream forgets what it passes unasked.
+	filterGen uint32
 }
 
 // eventHead is the head of one event's data (its type and

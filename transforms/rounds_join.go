@@ -90,7 +90,7 @@ func (j *responsesJoin) Event(ev *Event, emit Emit) error {
 			j.next++
 			return emit(ev)
 		}
-		j.remap = true
+		j.startRemap()
 		if j.idx == nil {
 			j.idx = map[int]int{}
 		}
@@ -116,9 +116,36 @@ func (j *responsesJoin) Event(ev *Event, emit Emit) error {
 	return emit(j.reindexed(ev))
 }
 
+// Handles implements typeFilter: before any round and while the client's
+// output indexes are the upstream's, only the lifecycle and the items'
+// added and done events need the joiner, and text deltas keep the
+// engine's fast way.
+func (j *responsesJoin) Handles(typ []byte) bool {
+	if j.remap || len(j.x.rounds) > 0 {
+		return true
+	}
+	switch string(typ) {
+	case `"response.created"`, `"response.in_progress"`, `"response.queued"`,
+		`"response.output_item.added"`, `"response.output_item.done"`,
+		`"response.completed"`, `"response.incomplete"`, `"response.failed"`:
+		return true
+	}
+	return false
+}
+
+// startRemap turns renumbering on: from now the joiner handles every
+// event, and the engine must stop passing events it did not.
+func (j *responsesJoin) startRemap() {
+	if !j.remap {
+		j.remap = true
+		j.x.filterGen++
+	}
+}
+
 // newRound starts round n: the held terminal event only lends its usage.
 func (j *responsesJoin) newRound(n int) {
-	j.round, j.remap, j.idx = n, true, map[int]int{}
+	j.round, j.idx = n, map[int]int{}
+	j.startRemap()
 	if j.held != nil && !j.heldCounted {
 		// The held event stays, to end the answer should this round be
 		// cut; its usage counts now.
@@ -159,7 +186,13 @@ func withUsage(d, u []byte) []byte {
 
 // answered reports whether the round sent last answered: the events after
 // a failed one are the rule's settling of the answer before it.
-func (x *Exchange) answered() bool {
+func (x *Exchange) answered() bool { return x.LastRoundAnswered() }
+
+// LastRoundAnswered reports whether the round sent last, if any, did not
+// fail: a stage that sees the round count change starts a new answer only
+// then (after a failed round, what comes is its own settling of the
+// answer before).
+func (x *Exchange) LastRoundAnswered() bool {
 	rd := x.lastRound()
 	return rd == nil || rd.Err == nil
 }
@@ -377,29 +410,24 @@ func (j *chatJoin) Event(ev *Event, emit Emit) error {
 	return emit(&Event{Data: out})
 }
 
-// count notes the highest call index of each choice in a chunk.
+// count notes the highest call index of the first choice in a chunk:
+// the calls a later round's are numbered after.
 func (j *chatJoin) count(d []byte) {
-	var c struct {
-		Choices []struct {
-			Index int64 `json:"index"`
-			Delta struct {
-				ToolCalls []struct {
-					Index int64 `json:"index"`
-				} `json:"tool_calls"`
-			} `json:"delta"`
-		} `json:"choices"`
-	}
-	if json.Unmarshal(d, &c) != nil {
+	c := ReadChatChunk(d)
+	if c.Calls.Start < 0 || d[c.Calls.Start] != '[' {
 		return
 	}
-	for _, ch := range c.Choices {
-		for _, tc := range ch.Delta.ToolCalls {
-			j.calls = true
-			if tc.Index+1 > j.seen[ch.Index] {
-				j.seen[ch.Index] = tc.Index + 1
-			}
+	jsonspan.EachElement(d, c.Calls.Start, func(el jsonspan.Span) bool {
+		if d[el.Start] != '{' {
+			return true
 		}
-	}
+		f, _ := ReadChatFragment(d, el.Start)
+		j.calls = true
+		if f.HasIndex && f.Index+1 > j.seen[0] {
+			j.seen[0] = f.Index + 1
+		}
+		return true
+	})
 }
 
 // rewrite makes a chunk of a joined answer: in a round that asked for

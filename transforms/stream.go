@@ -87,6 +87,8 @@ type Stream struct {
 	// endFrom is the first stage whose End is still to run.
 	parsed  bool
 	endFrom int
+	// filterGen is the exchange's filterGen passHead was noted under.
+	filterGen uint32
 }
 
 // spillAt is how much output a stream with a sink holds before handing it
@@ -507,6 +509,9 @@ func (s *Stream) claim(b []byte, i int) (int, error) {
 		return -1, nil
 	}
 	ev := b[i:]
+	if s.filterGen != s.x.filterGen {
+		s.filterGen, s.passHead = s.x.filterGen, s.passHead[:0]
+	}
 	if h := len(s.passHead); h > 0 && len(ev) > h && string(ev[:h]) == string(s.passHead) {
 		return s.claimPass(ev, i, h), nil
 	}

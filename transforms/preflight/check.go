@@ -173,18 +173,42 @@ func (p *Preflight) check(x *transforms.Exchange, rec *record, ns, name string, 
 		v.message = describeProblems(qualified(ns, v.name), problems)
 		return v
 	}
-	if p.dedup {
-		k := key(ns, v.name) + "\x00" + canonical(doc)
-		if rec.seen[k] {
-			v.dup = true
-			return v
-		}
-		if rec.seen == nil {
-			rec.seen = map[string]bool{}
-		}
-		rec.seen[k] = true
+	if p.dedup && rec.repeats(key(ns, v.name), doc) {
+		v.dup = true
 	}
 	return v
+}
+
+// seenCall is a valid call of the answer, for finding repeats. Its
+// canonical form is worked out only when another call of the same tool
+// comes: most answers call a tool once.
+type seenCall struct {
+	raw   []byte
+	canon string
+	known bool
+}
+
+// repeats reports whether a call of tool k with arguments doc repeats an
+// earlier call of the answer, and notes it otherwise.
+func (rec *record) repeats(k string, doc []byte) bool {
+	list := rec.seen[k]
+	c := ""
+	if len(list) > 0 {
+		c = canonical(doc)
+		for _, e := range list {
+			if !e.known {
+				e.canon, e.known = canonical(e.raw), true
+			}
+			if e.canon == c {
+				return true
+			}
+		}
+	}
+	if rec.seen == nil {
+		rec.seen = map[string][]*seenCall{}
+	}
+	rec.seen[k] = append(list[:len(list):len(list)], &seenCall{raw: bytes.Clone(doc), canon: c, known: len(list) > 0})
+	return false
 }
 
 // canonical is the arguments' text with members sorted and numbers as

@@ -129,7 +129,8 @@ func TestResponsesStreamMarkupBecomesCalls(t *testing.T) {
 	for _, piece := range []int{1, 6, 1000} {
 		for _, n := range tt.ChunkSizes {
 			up, _ := script(responsesText("Let me read it.\n"+markup, piece))
-			x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolResponses, []byte(responsesReq))
+			// A Responses upstream's own stream is searched on request.
+			x := tt.Begin(t, tt.Chain(t, `[{"transform":"tools_preflight","config":{"markup":"on"}}]`), transforms.ProtocolResponses, []byte(responsesReq))
 			out, sent := tt.RunStream(t, x, []byte(responsesReq), up, n)
 			if len(sent) != 1 {
 				t.Fatalf("%d upstream requests", len(sent))
@@ -229,4 +230,17 @@ func TestJSONMarkupBecomesCalls(t *testing.T) {
 			t.Fatalf("%s", out)
 		}
 	})
+}
+
+// TestResponsesUpstreamTextIsNotSearchedByDefault: a Responses upstream
+// parses its calls itself; its text keeps the engine's fast way.
+func TestResponsesUpstreamTextIsNotSearchedByDefault(t *testing.T) {
+	text := "See <tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a.txt\"}}\n</tool_call>"
+	answer := responsesText(text, 5)
+	up, _ := script(answer)
+	x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolResponses, []byte(responsesReq))
+	out, _ := tt.RunStream(t, x, []byte(responsesReq), up, 4096)
+	if out != answer {
+		t.Fatalf("the stream changed:\n%s", out)
+	}
 }

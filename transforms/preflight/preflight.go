@@ -52,6 +52,13 @@ type Preflight struct {
 	// true.
 	Dedup *bool `json:"dedup,omitempty"`
 
+	// Markup says where calls leaked into the text as markup are looked
+	// for: "auto" (the default) in answers that come from a Chat upstream
+	// (directly or behind a bridge), whose serving stacks leak them;
+	// "on" also in a Responses upstream's own streams, which then lose
+	// the engine's fast way for text; "off" nowhere.
+	Markup string `json:"markup,omitempty"`
+
 	maxRepairs int
 	onFailure  failure
 	dedup      bool
@@ -101,7 +108,24 @@ func (p *Preflight) Validate() error {
 	default:
 		return fmt.Errorf("on_failure: %q (want pass, drop or error)", p.OnFailure)
 	}
+	switch p.Markup {
+	case "", "auto", "on", "off":
+	default:
+		return fmt.Errorf("markup: %q (want auto, on or off)", p.Markup)
+	}
 	return nil
+}
+
+// markup reports whether the answers of this request are searched for
+// calls leaked as markup.
+func (p *Preflight) markup(x *transforms.Exchange) bool {
+	switch p.Markup {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	return x.Protocol() == transforms.ProtocolChat || x.UpstreamProtocol() != transforms.ProtocolResponses
 }
 
 // UnmarshalCaddyfile reads the rule's options. Syntax:
@@ -110,6 +134,7 @@ func (p *Preflight) Validate() error {
 //		max_repairs <n>
 //		on_failure  pass|drop|error
 //		dedup       true|false
+//		markup      auto|on|off
 //	}
 func (p *Preflight) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	b := transforms.NewRuleBlock(d)
@@ -129,6 +154,8 @@ func (p *Preflight) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = b.One(&p.OnFailure)
 		case "dedup":
 			err = b.Flag(&p.Dedup)
+		case "markup":
+			err = b.One(&p.Markup)
 		default:
 			err = b.Unknown()
 		}
@@ -161,7 +188,7 @@ type record struct {
 	n     int        // choices asked for (Chat n)
 	// seen is every valid call of the answer so far (dedup), seenBefore
 	// what it was before the answer being checked.
-	seen, seenBefore map[string]bool
+	seen, seenBefore map[string][]*seenCall
 	rounds           int               // re-asks taken
 	round            *transforms.Round // the last re-ask
 	failHandled      bool              // its failure was answered

@@ -15,11 +15,12 @@ import (
 // it is asked for again (a round) or handed on per on_failure. Text
 // streams as it comes, unless the answer is a re-ask's.
 type chatStage struct {
-	p     *Preflight
-	x     *transforms.Exchange
-	rec   *record
-	a     *answer
-	round int
+	p      *Preflight
+	x      *transforms.Exchange
+	rec    *record
+	a      *answer
+	round  int
+	markup bool // text is searched for leaked calls
 
 	head     []byte // the first chunk's members before "choices", for chunks the stage writes
 	hold     markupHold
@@ -49,7 +50,7 @@ type chatHeld struct {
 var doneData = []byte("[DONE]")
 
 func (s *chatStage) Event(ev *transforms.Event, emit transforms.Emit) error {
-	if n := len(s.x.Rounds()); n != s.round {
+	if n := len(s.x.Rounds()); n != s.round && s.x.LastRoundAnswered() {
 		s.begin(n)
 	}
 	d := ev.Data
@@ -71,7 +72,7 @@ func (s *chatStage) Event(ev *transforms.Event, emit transforms.Emit) error {
 	if c.Others {
 		return emit(ev) // n > 1: not checked
 	}
-	if c.Content.Start >= 0 && d[c.Content.Start] == '"' &&
+	if s.markup && c.Content.Start >= 0 && d[c.Content.Start] == '"' &&
 		(s.holding || mayOpen(d[c.Content.Start:c.Content.End])) {
 		// Text that may be a call's markup is held until the answer's
 		// end shows what it is.

@@ -16,9 +16,9 @@ func (p *Preflight) NewStream(x *transforms.Exchange) transforms.StreamTransform
 	}
 	switch x.Protocol() {
 	case transforms.ProtocolResponses:
-		return &responsesStage{p: p, x: x, rec: rec, round: -1}
+		return &responsesStage{p: p, x: x, rec: rec, round: -1, markup: p.markup(x)}
 	case transforms.ProtocolChat:
-		return &chatStage{p: p, x: x, rec: rec, round: -1}
+		return &chatStage{p: p, x: x, rec: rec, round: -1, markup: p.markup(x)}
 	}
 	return nil
 }
@@ -30,11 +30,12 @@ func (p *Preflight) NewStream(x *transforms.Exchange) transforms.StreamTransform
 // for again (a round) or handed on per on_failure. Every other item
 // streams as it comes, unless the answer is a re-ask's.
 type responsesStage struct {
-	p     *Preflight
-	x     *transforms.Exchange
-	rec   *record
-	a     *answer
-	round int // the rounds sent when the answer being streamed began
+	p      *Preflight
+	x      *transforms.Exchange
+	rec    *record
+	a      *answer
+	round  int  // the rounds sent when the answer being streamed began
+	markup bool // text is searched for leaked calls
 
 	held map[int]*heldCall // by the upstream's output_index
 	// Text that may be a call's markup: the hold, the message it is in,
@@ -64,10 +65,36 @@ func copyEvent(ev *transforms.Event) transforms.Event {
 	return transforms.Event{Name: bytes.Clone(ev.Name), Data: bytes.Clone(ev.Data)}
 }
 
-func (s *responsesStage) Event(ev *transforms.Event, emit transforms.Emit) error {
-	if n := len(s.x.Rounds()); n != s.round {
+// Handles tells the engine which events the stage needs: calls and the
+// answer's end; text too when it is searched for markup, and everything
+// of a re-ask's answer, whose text the client does not see. Other events
+// (a long answer's text deltas) keep the engine's fast way.
+func (s *responsesStage) Handles(typ []byte) bool {
+	s.sync()
+	if s.a.repair {
+		return true
+	}
+	switch string(typ) {
+	case `"response.output_item.added"`, `"response.output_item.done"`,
+		`"response.completed"`, `"response.incomplete"`, `"response.failed"`,
+		`"response.function_call_arguments.delta"`, `"response.function_call_arguments.done"`,
+		`"response.custom_tool_call_input.delta"`, `"response.custom_tool_call_input.done"`:
+		return true
+	case `"response.output_text.delta"`, `"response.output_text.done"`, `"response.content_part.done"`:
+		return s.markup
+	}
+	return false
+}
+
+// sync starts the next answer when a round's begins.
+func (s *responsesStage) sync() {
+	if n := len(s.x.Rounds()); n != s.round && s.x.LastRoundAnswered() {
 		s.begin(n)
 	}
+}
+
+func (s *responsesStage) Event(ev *transforms.Event, emit transforms.Emit) error {
+	s.sync()
 	d := ev.Data
 	if d == nil {
 		return emit(ev)
@@ -85,7 +112,7 @@ func (s *responsesStage) Event(ev *transforms.Event, emit transforms.Emit) error
 	case `"response.completed"`, `"response.incomplete"`, `"response.failed"`:
 		return s.terminal(ev, string(t) == `"response.completed"`, emit)
 	case `"response.output_text.delta"`:
-		if s.holding || mayOpen(d) {
+		if s.markup && (s.holding || mayOpen(d)) {
 			var err error
 			if ev, err = s.holdText(ev, emit); ev == nil || err != nil {
 				return err
