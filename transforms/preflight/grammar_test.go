@@ -688,10 +688,34 @@ type grExpect struct {
 	requests    int
 	fed         []int // the answers handed to the client's rules, in order
 	lastFed     int
-	failedRound bool            // the last request failed
+	failedRound bool // the last request failed
+	// reaskCut: the last answer fed is a re-ask's answer that ended
+	// before its end event (its stream empty or cut); the calls it was
+	// for were settled as after a failed round, and the answer that
+	// asked ends the client's.
+	reaskCut    bool
+	settledFrom int             // the answer whose invalid calls were settled per on_failure (-1: none)
 	errExpected bool            // the answer ends in the rule's error (on_failure error)
 	visible     map[string]bool // the call ids the client gets
 	items       map[string]grItem
+}
+
+// ended reports whether the client's answer should end in its end event
+// (Responses: a terminal event; Chat: a finish): the last answer fed
+// ended, or it is a re-ask's cut before its end and the answer that asked
+// ends the client's.
+func (e *grExpect) ended(rs []*grRendered) bool {
+	return rs[e.lastFed].endSeen() || e.reaskCut
+}
+
+// whole reports whether the client's Chat answer should end in its usage
+// and [DONE]: the last answer fed is whole, or it is a re-ask's cut
+// before its end and the answer that asked was whole.
+func (e *grExpect) whole(rs []*grRendered) bool {
+	if e.reaskCut {
+		return rs[e.fed[len(e.fed)-2]].complete()
+	}
+	return rs[e.lastFed].complete()
 }
 
 func (g *grScript) effMaxRounds() int {
@@ -709,20 +733,24 @@ func (g *grScript) effMaxRounds() int {
 // or the choice finishes); a valid call reaches the client unless it
 // repeats a valid call of the answers before (dedup); the invalid calls
 // of an answer whose end came are asked for again while the rule has
-// repairs and the request rounds left (not after an incomplete, failed or
-// length-cut answer), else settled per on_failure; a failed round settles
-// the calls it was asked for. JSON answers are never cut.
-//
-// A round whose stream ends before its end event counts as answered, as
-// the engine has it (EndRound(nil)): the calls it was asked for are never
-// settled, with on_failure error too. The model follows the engine there
-// (seed empty-round-loses-asked-calls), so that this is no failure.
+// repairs and the request rounds left (only after a completed answer:
+// not after an incomplete, failed or length-cut one, in streams and JSON
+// alike), else settled per on_failure. A re-ask that fails, or whose
+// answer ends before its end event (an empty stream, a stream cut before
+// response.completed or the Chat finish), settles the calls it was for
+// per on_failure as well (seed empty-round-settles-asked-calls); the
+// invalid calls of an answer cut before its end are never handed on.
+// JSON answers are never cut.
 func grExpectFor(g *grScript, rs []*grRendered, isJSON bool) *grExpect {
-	e := &grExpect{requests: 1, visible: map[string]bool{}, items: map[string]grItem{}}
+	e := &grExpect{requests: 1, settledFrom: -1, visible: map[string]bool{}, items: map[string]grItem{}}
 	seen := map[string]bool{}
 	rounds := 0
 	var pending []string
-	settle := func(inv []string) {
+	asker := -1 // the answer pending's calls are of
+	settle := func(from int, inv []string) {
+		if len(inv) > 0 {
+			e.settledFrom = from
+		}
 		for _, id := range inv {
 			switch g.onFailure {
 			case "pass":
@@ -736,7 +764,7 @@ func grExpectFor(g *grScript, rs []*grRendered, isJSON bool) *grExpect {
 	for k := 0; ; k++ {
 		if k > 0 && (k >= len(g.answers) || g.answers[k].status != 200) {
 			e.failedRound = true
-			settle(pending)
+			settle(asker, pending)
 			return e
 		}
 		e.fed = append(e.fed, k)
@@ -766,22 +794,25 @@ func grExpectFor(g *grScript, rs []*grRendered, isJSON bool) *grExpect {
 			e.visible[id] = true
 		}
 		if r.endAt >= prefix {
-			return e // cut before its end: nothing is settled
+			// Cut before its end: its own invalid calls are never
+			// handed on; a re-ask's answer settles the calls it was
+			// for.
+			if k > 0 {
+				e.reaskCut = true
+				settle(asker, pending)
+			}
+			return e
 		}
-		end := g.answers[k].end
-		reaskable := end == 0
-		if isJSON && !g.chat {
-			// A JSON Responses answer is re-asked unless incomplete
-			// (responsesBody), a failed one too.
-			reaskable = end != 1
-		}
+		// Only a completed answer is asked again (a Responses JSON
+		// answer whose status is not "completed" too).
+		reaskable := g.answers[k].end == 0
 		if len(inv) > 0 && reaskable && rounds < g.maxRepairs && rounds < g.effMaxRounds() {
 			rounds++
 			e.requests++
-			pending = inv
+			pending, asker = inv, k
 			continue
 		}
-		settle(inv)
+		settle(k, inv)
 		return e
 	}
 }
@@ -1010,9 +1041,9 @@ func grCheckCalls(g *grScript, e *grExpect, calls []grCall, probs *grProblems) {
 			probs.add("custom-name-unrepaired", "the custom call %s reaches the client under the name %q, the model's, not the declared one", c.callID, c.name)
 			continue
 		}
-		if !valid && !(g.onFailure == "pass" && a == e.lastFed) {
-			probs.add("invalid-call", "the client got the invalid call %s %s(%q) (custom %v; on_failure %s; its answer %d, the last answer fed %d)",
-				c.callID, c.name, c.args, c.custom, g.onFailure, a, e.lastFed)
+		if !valid && !(g.onFailure == "pass" && a == e.settledFrom) {
+			probs.add("invalid-call", "the client got the invalid call %s %s(%q) (custom %v; on_failure %s; its answer %d, the answer settled %d, the last answer fed %d)",
+				c.callID, c.name, c.args, c.custom, g.onFailure, a, e.settledFrom, e.lastFed)
 		}
 		if it, ok := e.items[c.callID]; ok {
 			grCheckContent(c, it, probs)
@@ -1176,8 +1207,8 @@ func grCheckResponsesStream(g *grScript, rs []*grRendered, e *grExpect, out stri
 	if (len(errs) > 0) != e.errExpected {
 		probs.add("error", "error event %v, the model says %v (last answer fed %d, failed round %v)", len(errs) > 0, e.errExpected, e.lastFed, e.failedRound)
 	}
-	if !e.errExpected && rs[e.lastFed].endSeen() && len(terminals) != 1 {
-		probs.add("terminal-missing", "the last answer fed (%d) ended, the client got %d terminal events (failed round %v)", e.lastFed, len(terminals), e.failedRound)
+	if !e.errExpected && e.ended(rs) && len(terminals) != 1 {
+		probs.add("terminal-missing", "the last answer fed (%d) ended, the client got %d terminal events (failed round %v, re-ask cut %v)", e.lastFed, len(terminals), e.failedRound, e.reaskCut)
 	}
 
 	// Dense output indexes; items added once, done once.
@@ -1337,8 +1368,8 @@ func grCheckChatStream(g *grScript, rs []*grRendered, e *grExpect, out string, s
 			probs.add("after-done", "[DONE] at %d of %d blocks", i, len(blocks))
 		}
 	}
-	if !e.errExpected && rs[e.lastFed].complete() && len(dones) != 1 {
-		probs.add("done-missing", "the last answer fed (%d) is whole, the client got %d [DONE] (failed round %v)", e.lastFed, len(dones), e.failedRound)
+	if !e.errExpected && e.whole(rs) && len(dones) != 1 {
+		probs.add("done-missing", "the last answer fed (%d) is whole, the client got %d [DONE] (failed round %v, re-ask cut %v)", e.lastFed, len(dones), e.failedRound, e.reaskCut)
 	}
 	if len(errs) > 1 {
 		probs.add("error-count", "%d error chunks", len(errs))
@@ -1377,7 +1408,7 @@ func grCheckChatStream(g *grScript, rs []*grRendered, e *grExpect, out string, s
 			if want := grUsageSum(g, rs, e, false); !grJSONEqual(u, want) {
 				probs.add("usage", "the usage chunk says %s, want %s (answers fed %v)", grCompact(u), grCompact(want), e.fed)
 			}
-			if finishAt < 0 && rs[e.lastFed].endSeen() {
+			if finishAt < 0 && e.ended(rs) {
 				probs.add("usage-order", "the usage chunk %d comes before the finish", i)
 			}
 		}
@@ -1455,14 +1486,14 @@ func grCheckChatStream(g *grScript, rs []*grRendered, e *grExpect, out string, s
 	if finishes > 1 {
 		probs.add("finish-count", "%d finish reasons", finishes)
 	}
-	if !e.errExpected && rs[e.lastFed].endSeen() && finishes != 1 {
-		probs.add("finish-missing", "the last answer fed (%d) finished, the client got %d finish reasons (failed round %v)", e.lastFed, finishes, e.failedRound)
+	if !e.errExpected && e.ended(rs) && finishes != 1 {
+		probs.add("finish-missing", "the last answer fed (%d) finished, the client got %d finish reasons (failed round %v, re-ask cut %v)", e.lastFed, finishes, e.failedRound, e.reaskCut)
 	}
 	if usages > 1 {
 		probs.add("usage-count", "%d usage chunks", usages)
 	}
-	if !e.errExpected && rs[e.lastFed].complete() && usages != 1 {
-		probs.add("usage-missing", "the last answer fed (%d) is whole, the client got %d usage chunks (failed round %v)", e.lastFed, usages, e.failedRound)
+	if !e.errExpected && e.whole(rs) && usages != 1 {
+		probs.add("usage-missing", "the last answer fed (%d) is whole, the client got %d usage chunks (failed round %v, re-ask cut %v)", e.lastFed, usages, e.failedRound, e.reaskCut)
 	}
 	switch {
 	case finish == "tool_calls" && len(calls) == 0:
@@ -1633,77 +1664,29 @@ var grKnownBugs = []struct {
 	class func(g *grScript, rs []*grRendered, e *grExpect) bool
 	tags  []string // "stream [tag]" or "json [tag]"
 }{
+	// Fixed, their seeds under testdata/fuzz/Fuzz*Rounds/bug-* hold them:
+	// output_item.added's index when renumbering; a failed round's passed
+	// calls taken for a new round; a Chat finish tool_calls without a
+	// call, after a failed or cut round and after a re-ask; a Chat custom
+	// call with a repaired name, stream and JSON; a joined Chat JSON
+	// answer's reasoning.
 	{
-		// rounds_join.go, responsesJoin.Event: once renumbering, an
-		// output_item.added is written with reindex(ev, o, sp), the
-		// upstream's index o, instead of the client's (j.idx[o]); the
-		// item's later events get the client's.
-		name:  "responsesJoin writes output_item.added with the upstream's output_index",
-		class: func(g *grScript, _ []*grRendered, _ *grExpect) bool { return !g.chat },
-		tags:  []string{"stream [index-added-only]"},
-	},
-	{
-		// After a failed round, the rule's End hands on the calls the
-		// round was for (on_failure pass); the joiner takes them for the
-		// first events of a new round: responsesJoin.newRound drops the
-		// held terminal event, chatJoin forgets the owed finish, usage
-		// and [DONE] and numbers the calls on from the client's last
-		// twice.
-		name: "a failed round's passed calls make the joiner start a round that never came",
-		class: func(g *grScript, _ []*grRendered, e *grExpect) bool {
-			return e.failedRound && g.onFailure == "pass"
-		},
-		tags: []string{"stream [terminal-missing]", "stream [done-missing]", "stream [finish-missing]", "stream [usage-missing]", "stream [call-index]"},
-	},
-	{
-		// rounds_join.go, chatJoin.End: a round that never answered
-		// (failed, or an empty stream) leaves the finish its asking
-		// answer owed, "tool_calls", which End writes unless the client
-		// got a call (j.calls); with every call dropped or never settled
-		// the client reads tool_calls and finds none. The stage makes
-		// such an answer end in "stop" when no round is pending
-		// (chatStage.Event), End does not.
-		name: "a Chat stream ended by chatJoin.End keeps finish_reason tool_calls without a call",
+		// A re-ask answered by an empty 200 stream (seed
+		// bug-empty-round-pass-call-index): the round counts as
+		// answered, so chatJoin.Event takes the calls chatStage.End
+		// passes for a new round's and numbers them on from the
+		// client's calls (base += seen); but no event of the round
+		// reached the stage, which never began the new answer
+		// (chatStage.begin) and numbers them on from the asking
+		// answer's released calls too: counted twice, the client's
+		// call indexes skip. A round cut after some events is right
+		// (the stage began it), a failed one too (not a new round for
+		// the joiner).
+		name: "a Chat stream's calls passed after an empty re-ask stream are numbered twice",
 		class: func(g *grScript, rs []*grRendered, e *grExpect) bool {
-			return g.chat && (e.failedRound || e.lastFed > 0 && !rs[e.lastFed].endSeen())
+			return g.chat && g.onFailure == "pass" && e.reaskCut && rs[e.lastFed].prefix == 0
 		},
-		tags: []string{"stream [finish-reason]"},
-	},
-	{
-		// A re-ask's answer: chatStage.Event hands its finish on in
-		// bare() as the upstream wrote it, and chatBody returns
-		// hideChatText before its n == 0 rewrite to "stop": when no
-		// round gave the client a call (all dropped or repeats), the
-		// answer still ends in tool_calls.
-		name: "a Chat answer ending in a re-ask's answer keeps finish_reason tool_calls without a call",
-		class: func(g *grScript, rs []*grRendered, e *grExpect) bool {
-			return g.chat && e.lastFed > 0
-		},
-		tags: []string{"stream [finish-reason]", "json [finish-reason]"},
-	},
-	{
-		// stream_chat.go, chatStage.repairedEntry writes every repaired
-		// call as {"type":"function","function":{…}}, a custom call whose
-		// name was repaired too.
-		name:  "a Chat stream's custom call with a repaired name becomes a function call",
-		class: func(g *grScript, _ []*grRendered, _ *grExpect) bool { return g.chat },
-		tags:  []string{"stream [custom-as-function]"},
-	},
-	{
-		// json.go, rewriteChatCall rewrites the "function" member only:
-		// a custom call's repaired name is never written.
-		name:  "a Chat JSON custom call keeps the model's name, off by case",
-		class: func(g *grScript, _ []*grRendered, _ *grExpect) bool { return g.chat },
-		tags:  []string{"json [custom-name-unrepaired]"},
-	},
-	{
-		// rounds_join.go, joinChoices joins the parts' content only; the
-		// message is the last part's, a re-ask's, whose reasoning the
-		// rule hid: the first answer's reasoning_content is lost (the
-		// stream's client gets it).
-		name:  "a joined Chat JSON answer loses the first answer's reasoning_content",
-		class: func(g *grScript, _ []*grRendered, _ *grExpect) bool { return g.chat },
-		tags:  []string{"json [text-reasoning]"},
+		tags: []string{"stream [call-index]"},
 	},
 }
 
@@ -1790,8 +1773,8 @@ func grShrink(tb testing.TB, chains grChains, chat bool, data []byte, want strin
 
 // grStats counts what the cases exercised.
 type grStats struct {
-	cases, rounds, failedRounds, cut, errs, known int
-	bugs                                          map[string]int
+	cases, rounds, failedRounds, reaskCut, cut, errs, known int
+	bugs                                                    map[string]int
 }
 
 func (s *grStats) note(g *grScript, rs []*grRendered) {
@@ -1802,6 +1785,9 @@ func (s *grStats) note(g *grScript, rs []*grRendered) {
 	}
 	if e.failedRound {
 		s.failedRounds++
+	}
+	if e.reaskCut {
+		s.reaskCut++
 	}
 	for _, k := range e.fed {
 		if !rs[k].complete() {
@@ -1839,7 +1825,7 @@ func grProperty(t *testing.T, chat bool, n int) {
 			t.FailNow()
 		}
 	}
-	t.Logf("%d cases: %d took rounds, %d had a round fail, %d had an answer cut, %d ended in the rule's error", st.cases, st.rounds, st.failedRounds, st.cut, st.errs)
+	t.Logf("%d cases: %d took rounds, %d had a round fail, %d had a re-ask's answer end before its end event, %d had an answer cut, %d ended in the rule's error", st.cases, st.rounds, st.failedRounds, st.reaskCut, st.cut, st.errs)
 	for b, k := range st.bugs {
 		t.Logf("known bug %q: %d cases (its invariants set aside there)", b, k)
 	}
