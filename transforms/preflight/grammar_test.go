@@ -1669,25 +1669,8 @@ var grKnownBugs = []struct {
 	// calls taken for a new round; a Chat finish tool_calls without a
 	// call, after a failed or cut round and after a re-ask; a Chat custom
 	// call with a repaired name, stream and JSON; a joined Chat JSON
-	// answer's reasoning.
-	{
-		// A re-ask answered by an empty 200 stream (seed
-		// bug-empty-round-pass-call-index): the round counts as
-		// answered, so chatJoin.Event takes the calls chatStage.End
-		// passes for a new round's and numbers them on from the
-		// client's calls (base += seen); but no event of the round
-		// reached the stage, which never began the new answer
-		// (chatStage.begin) and numbers them on from the asking
-		// answer's released calls too: counted twice, the client's
-		// call indexes skip. A round cut after some events is right
-		// (the stage began it), a failed one too (not a new round for
-		// the joiner).
-		name: "a Chat stream's calls passed after an empty re-ask stream are numbered twice",
-		class: func(g *grScript, rs []*grRendered, e *grExpect) bool {
-			return g.chat && g.onFailure == "pass" && e.reaskCut && rs[e.lastFed].prefix == 0
-		},
-		tags: []string{"stream [call-index]"},
-	},
+	// answer's reasoning; a Chat stream's calls passed after an empty
+	// re-ask stream numbered twice.
 }
 
 func grFilterKnown(g *grScript, rs []*grRendered, probs []string) (rest []string, bugs []string) {

@@ -383,6 +383,11 @@ func (s *chatStage) End(emit transforms.Emit) error {
 	if len(s.asked) > 0 {
 		// The re-ask failed, or its answer ended before its finish: the
 		// calls it was for are settled as after the last re-ask.
+		if len(s.x.Rounds()) != s.round && s.x.LastRoundAnswered() {
+			// Its answer never reached the stage: the joiner numbers
+			// what comes as that round's, after the client's calls.
+			s.released = 0
+		}
 		s.rec.failHandled = true
 		asked := s.asked
 		s.asked = nil
