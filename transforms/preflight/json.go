@@ -11,13 +11,17 @@ import (
 // nothing to change is returned as it came.
 func (p *Preflight) RewriteResponse(x *transforms.Exchange, body []byte) ([]byte, error) {
 	rec := p.record(x)
-	if rec.body == nil || !jsonspan.Valid(body) {
+	if rec.body == nil {
 		return body, nil
 	}
+	var out []byte
+	var err error
 	if x.Protocol() == transforms.ProtocolChat {
-		return p.chatBody(x, rec, body)
+		out, err = p.chatBody(x, rec, body)
+	} else {
+		out, err = p.responsesBody(x, rec, body)
 	}
-	return p.responsesBody(x, rec, body)
+	return out, err
 }
 
 // responsesBody checks a Responses answer's output items.
@@ -43,7 +47,7 @@ func (p *Preflight) responsesBody(x *transforms.Exchange, rec *record, body []by
 	var items []item
 	jsonspan.EachElement(body, out.Start, func(el jsonspan.Span) bool {
 		it := item{el: el}
-		if body[el.Start] == '{' {
+		if body[el.Start] == '{' && isCallItem(body, el.Start) {
 			f := callFields(body, el.Start)
 			switch f.typ {
 			case "function_call":
@@ -63,8 +67,10 @@ func (p *Preflight) responsesBody(x *transforms.Exchange, rec *record, body []by
 			changed = true
 		}
 	}
-	if !changed {
-		return body, nil
+	if !changed || !jsonspan.Valid(orig) {
+		// Nothing to change, or a malformed body: the walks read what
+		// they could of it, and nothing is built on that.
+		return orig, nil
 	}
 	// A re-ask for the invalid calls, when one may still be taken.
 	asked := false
@@ -167,31 +173,17 @@ func rewriteItem(el []byte, v *verdict) []byte {
 
 // chatBody checks the calls of a Chat answer's one choice.
 func (p *Preflight) chatBody(x *transforms.Exchange, rec *record, body []byte) ([]byte, error) {
-	choices := jsonspan.Lookup(body, 0, "choices")
-	if choices.Start < 0 || body[choices.Start] != '[' {
-		return body, nil
-	}
-	var els []jsonspan.Span
-	jsonspan.EachElement(body, choices.Start, func(el jsonspan.Span) bool {
-		els = append(els, el)
-		return true
-	})
-	if len(els) != 1 || body[els[0].Start] != '{' {
-		return body, nil // n > 1: not checked
-	}
-	ch := els[0]
-	msg := jsonspan.Lookup(body, ch.Start, "message")
-	if msg.Start < 0 || body[msg.Start] != '{' {
-		return body, nil
+	cp, ok := parseChat(body)
+	if !ok {
+		return body, nil // not one choice with a message: not checked
 	}
 	orig := body
-	if body = rec.leakChat(x, body, ch, msg); !jsonspan.SameSlice(body, orig) {
-		ch = firstChoice(body)
-		msg = jsonspan.Lookup(body, ch.Start, "message")
+	if body = rec.leakChat(x, body, cp.ch, cp.msg); !jsonspan.SameSlice(body, orig) {
+		if cp, ok = parseChat(body); !ok {
+			return orig, nil
+		}
 	}
-	var mf [3]jsonspan.Span
-	jsonspan.ObjectFields(body, msg.Start, []string{"tool_calls", "content", "reasoning_content"}, mf[:])
-	tcs := mf[0]
+	ch, msg, tcs := cp.ch, cp.msg, cp.tcs
 	a := p.beginAnswer(x, rec)
 	if tcs.Start < 0 || body[tcs.Start] != '[' {
 		if !a.repair {
@@ -205,37 +197,33 @@ func (p *Preflight) chatBody(x *transforms.Exchange, rec *record, body []byte) (
 		v  verdict
 	}
 	var calls []call
-	jsonspan.EachElement(body, tcs.Start, func(el jsonspan.Span) bool {
-		c := call{el: el}
-		if body[el.Start] == '{' {
-			id, _ := jsonspan.StringValue(body, jsonspan.Lookup(body, el.Start, "id"))
-			fn := jsonspan.Lookup(body, el.Start, "function")
-			if fn.Start >= 0 && body[fn.Start] == '{' {
-				name, _ := jsonspan.StringValue(body, jsonspan.Lookup(body, fn.Start, "name"))
-				var args []byte
-				if as := jsonspan.Lookup(body, fn.Start, "arguments"); as.Start >= 0 && body[as.Start] == '"' {
-					args = jsonspan.Unescape(nil, body[as.Start+1:as.End-1])
-				}
-				c.c = chatCall{id: id, name: name, args: args}
-				c.v = a.judge("", name, args)
-			} else if cu := jsonspan.Lookup(body, el.Start, "custom"); cu.Start >= 0 && body[cu.Start] == '{' {
+	for _, e := range cp.entries {
+		c := call{el: e.el}
+		if f := e.f; f.Call {
+			id, _ := jsonspan.StringValue(f.ID, jsonspan.Span{Start: 0, End: len(f.ID)})
+			args := jsonspan.Unescape(nil, f.Args)
+			c.c = chatCall{id: id, name: f.Name, args: args}
+			if f.Custom {
 				// A custom tool's call: its name is checked, not its input.
-				name, _ := jsonspan.StringValue(body, jsonspan.Lookup(body, cu.Start, "name"))
-				c.c = chatCall{id: id, name: name}
-				c.v = a.judge("", name, nil)
+				c.c.args = nil
+				c.v = a.judge("", f.Name, nil)
+			} else {
+				c.v = a.judge("", f.Name, args)
 			}
 		}
 		calls = append(calls, c)
-		return true
-	})
+	}
+	mf := [3]jsonspan.Span{tcs, cp.content, cp.reasoning}
 	changed := a.repair || !jsonspan.SameSlice(body, orig)
 	for _, c := range calls {
 		if c.v.changed || c.v.dup || !c.v.valid() {
 			changed = true
 		}
 	}
-	if !changed {
-		return body, nil
+	if !changed || !jsonspan.Valid(orig) {
+		// Nothing to change, or a malformed body: the walks read what
+		// they could of it, and nothing is built on that.
+		return orig, nil
 	}
 	finish := jsonspan.Lookup(body, ch.Start, "finish_reason")
 	asked := false
@@ -371,4 +359,87 @@ func firstChoice(body []byte) jsonspan.Span {
 		return false
 	})
 	return ch
+}
+
+// chatParse is what a Chat answer's check reads of it, in one walk that
+// crosses each call's arguments once.
+type chatParse struct {
+	ch, msg, tcs, content, reasoning jsonspan.Span
+	entries                          []chatEntry
+}
+
+type chatEntry struct {
+	el jsonspan.Span
+	f  transforms.ChatFragment
+}
+
+// parseChat reads the one choice of a Chat answer; false when there is
+// not exactly one choice with a message object (n > 1 is not checked).
+func parseChat(body []byte) (chatParse, bool) {
+	cp := chatParse{ch: jsonspan.NoSpan(), msg: jsonspan.NoSpan(), tcs: jsonspan.NoSpan(),
+		content: jsonspan.NoSpan(), reasoning: jsonspan.NoSpan()}
+	n := 0
+	msgFn := func(k jsonspan.Span, v int) int {
+		switch jsonspan.KeyName(body, k) {
+		case "tool_calls":
+			if body[v] != '[' {
+				break
+			}
+			end := jsonspan.WalkElements(body, v, func(at int) int {
+				if body[at] != '{' {
+					return jsonspan.SkipValue(body, at)
+				}
+				f, e := transforms.ReadChatFragment(body, at)
+				if e > at {
+					cp.entries = append(cp.entries, chatEntry{el: jsonspan.Span{Start: at, End: e}, f: f})
+				}
+				return e
+			})
+			cp.tcs = jsonspan.Span{Start: v, End: end}
+			return end
+		case "content":
+			e := jsonspan.SkipValue(body, v)
+			cp.content = jsonspan.Span{Start: v, End: e}
+			return e
+		case "reasoning_content":
+			e := jsonspan.SkipValue(body, v)
+			cp.reasoning = jsonspan.Span{Start: v, End: e}
+			return e
+		}
+		return jsonspan.SkipValue(body, v)
+	}
+	choiceFn := func(k jsonspan.Span, v int) int {
+		if jsonspan.KeyName(body, k) == "message" && body[v] == '{' {
+			e := jsonspan.WalkMembers(body, v, msgFn)
+			cp.msg = jsonspan.Span{Start: v, End: e}
+			return e
+		}
+		return jsonspan.SkipValue(body, v)
+	}
+	end := jsonspan.WalkMembers(body, 0, func(k jsonspan.Span, v int) int {
+		if jsonspan.KeyName(body, k) != "choices" || body[v] != '[' {
+			return jsonspan.SkipValue(body, v)
+		}
+		return jsonspan.WalkElements(body, v, func(at int) int {
+			n++
+			if n > 1 || body[at] != '{' {
+				return jsonspan.SkipValue(body, at)
+			}
+			e := jsonspan.WalkMembers(body, at, choiceFn)
+			cp.ch = jsonspan.Span{Start: at, End: e}
+			return e
+		})
+	})
+	if end < 0 || n != 1 || cp.msg.Start < 0 || cp.msg.End < 0 {
+		return cp, false
+	}
+	return cp, true
+}
+
+// isCallItem reports whether the output item at doc[at] is a function or
+// custom tool call: its type, read first (it leads the item), spares a
+// message's text a second crossing.
+func isCallItem(doc []byte, at int) bool {
+	t := jsonspan.Lookup(doc, at, "type")
+	return jsonspan.IsString(doc, t, "function_call") || jsonspan.IsString(doc, t, "custom_tool_call")
 }
