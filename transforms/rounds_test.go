@@ -57,7 +57,7 @@ func TestRoundsRunTheRulesNearerTheUpstreamOnly(t *testing.T) {
 	answers := []string{`{"id":"r1","output":[{"type":"message","id":"m1","text":"again"}],"usage":{"input_tokens":1,"input_tokens_details":{"cached_tokens":1}}}`,
 		`{"id":"r2","output":[{"type":"message","id":"m2"}],"usage":{"input_tokens":2,"input_tokens_details":{"cached_tokens":0}}}`}
 	var got []string
-	out, err, sent := tt.RunJSON(t, x, []byte(req), func(b []byte) (int, string) {
+	out, sent, err := tt.RunJSON(t, x, []byte(req), func(b []byte) (int, string) {
 		got = append(got, string(b))
 		return 200, answers[len(got)-1]
 	})
@@ -86,7 +86,7 @@ func TestRoundCaps(t *testing.T) {
 		req := `{"model":"m","round":0,"input":"hi"}`
 		x := tt.Begin(t, chain, transforms.ProtocolResponses, []byte(req))
 		x.Limits.MaxRounds = c.max
-		_, err, sent := tt.RunJSON(t, x, []byte(req), func([]byte) (int, string) { return 200, `{"output":"again"}` })
+		_, sent, err := tt.RunJSON(t, x, []byte(req), func([]byte) (int, string) { return 200, `{"output":"again"}` })
 		if err != nil {
 			t.Fatal(err)
 		}

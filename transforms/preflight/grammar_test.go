@@ -930,7 +930,7 @@ func grRun(tb testing.TB, chains grChains, g *grScript, rs []*grRendered) []stri
 	jreq := grRequest(g.chat, false)
 	jx := tt.Begin(tb, chain, g.proto(), jreq)
 	jx.Limits.MaxRounds = g.maxRounds
-	jout, jerr, jsent := tt.RunJSON(tb, jx, jreq, grUpstream(g, rs, true))
+	jout, jsent, jerr := tt.RunJSON(tb, jx, jreq, grUpstream(g, rs, true))
 	je := grExpectFor(g, rs, true)
 	for _, p := range grCheckJSON(g, rs, je, jout, jerr, len(jsent)) {
 		probs = append(probs, "json "+p)
@@ -1756,8 +1756,8 @@ func grShrink(tb testing.TB, chains grChains, chat bool, data []byte, want strin
 
 // grStats counts what the cases exercised.
 type grStats struct {
-	cases, rounds, failedRounds, reaskCut, cut, errs, known int
-	bugs                                                    map[string]int
+	cases, rounds, failedRounds, reaskCut, cut, errs int
+	bugs                                             map[string]int
 }
 
 func (s *grStats) note(g *grScript, rs []*grRendered) {

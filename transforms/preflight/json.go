@@ -350,17 +350,6 @@ func rewriteChatCall(el []byte, v *verdict) []byte {
 	return w.Close()
 }
 
-// firstChoice is the span of a Chat answer's first choice.
-func firstChoice(body []byte) jsonspan.Span {
-	var ch jsonspan.Span
-	choices := jsonspan.Lookup(body, 0, "choices")
-	jsonspan.EachElement(body, choices.Start, func(el jsonspan.Span) bool {
-		ch = el
-		return false
-	})
-	return ch
-}
-
 // chatParse is what a Chat answer's check reads of it, in one walk that
 // crosses each call's arguments once.
 type chatParse struct {

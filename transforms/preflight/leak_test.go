@@ -180,7 +180,7 @@ func TestJSONMarkupBecomesCalls(t *testing.T) {
 		req := strings.Replace(chatReq, `"stream":true`, `"stream":false`, 1)
 		up, _ := script(`{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":` + jsonString("On it.\n"+markup) + `},"finish_reason":"stop"}],"usage":` + chatUsage1 + `}`)
 		x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolChat, []byte(req))
-		out, err, _ := tt.RunJSON(t, x, []byte(req), up)
+		out, _, err := tt.RunJSON(t, x, []byte(req), up)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +209,7 @@ func TestJSONMarkupBecomesCalls(t *testing.T) {
 		req := strings.Replace(responsesReq, `"stream":true`, `"stream":false`, 1)
 		up, _ := script(`{"id":"resp_1","object":"response","status":"completed","output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":` + jsonString("On it.\n"+markup) + `,"annotations":[]}]}],"usage":` + usage1 + `}`)
 		x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolResponses, []byte(req))
-		out, err, _ := tt.RunJSON(t, x, []byte(req), up)
+		out, _, err := tt.RunJSON(t, x, []byte(req), up)
 		if err != nil {
 			t.Fatal(err)
 		}

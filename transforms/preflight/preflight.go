@@ -185,7 +185,6 @@ type record struct {
 	body  []byte // the request as the rule was handed it
 	proto transforms.Protocol
 	tools *toolIndex // read from body on the first call checked
-	n     int        // choices asked for (Chat n)
 	// seen is every valid call of the answer so far (dedup), seenBefore
 	// what it was before the answer being checked.
 	seen, seenBefore map[string][]*seenCall

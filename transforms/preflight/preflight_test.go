@@ -181,7 +181,7 @@ func TestJSONReaskShowsOnlyTheRepairedCall(t *testing.T) {
 		responsesJSON("2", "Sorry.", "fc_2", "call_2", goodArgs, usage2),
 	)
 	x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolResponses, []byte(req))
-	out, err, sent := tt.RunJSON(t, x, []byte(req), up)
+	out, sent, err := tt.RunJSON(t, x, []byte(req), up)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestJSONValidFirstAnswerPassesUnchanged(t *testing.T) {
 	answer := responsesJSON("1", "Reading.", "fc_1", "call_1", goodArgs, usage1)
 	up, _ := script(answer)
 	x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolResponses, []byte(req))
-	out, err, sent := tt.RunJSON(t, x, []byte(req), up)
+	out, sent, err := tt.RunJSON(t, x, []byte(req), up)
 	if err != nil || len(sent) != 1 || string(out) != answer {
 		t.Fatalf("err %v, %d requests, body\n%s", err, len(sent), out)
 	}

@@ -193,7 +193,7 @@ func TestJSONSearchIsAnsweredByTheGateway(t *testing.T) {
 	}
 	x := tt.Begin(t, tt.Chain(t, `[{"transform":"tools_defer"}]`), transforms.ProtocolResponses, []byte(req))
 	n := 0
-	out, err, sent := tt.RunJSON(t, x, []byte(req), func([]byte) (int, string) { n++; return 200, answers[n-1] })
+	out, sent, err := tt.RunJSON(t, x, []byte(req), func([]byte) (int, string) { n++; return 200, answers[n-1] })
 	if err != nil || len(sent) != 2 {
 		t.Fatalf("%v %d", err, len(sent))
 	}

@@ -14,9 +14,9 @@ type Upstream func(req []byte) (status int, body string)
 
 // RunJSON runs a request through the exchange's rules, the upstream and
 // every round the rules ask for, as the gateway's handler does, and
-// returns the client's body (or the rules' error) and the bodies the
-// upstream got, in order.
-func RunJSON(t testing.TB, x *transforms.Exchange, req []byte, up Upstream) ([]byte, error, [][]byte) {
+// returns the client's body, the bodies the upstream got, in order, and
+// the rules' error.
+func RunJSON(t testing.TB, x *transforms.Exchange, req []byte, up Upstream) ([]byte, [][]byte, error) {
 	t.Helper()
 	body, err := x.RewriteRequest(req)
 	if err != nil {
@@ -43,7 +43,7 @@ func RunJSON(t testing.TB, x *transforms.Exchange, req []byte, up Upstream) ([]b
 			out, err = x.ResumeResponse([]byte(resp))
 		}
 	}
-	return out, err, sent
+	return out, sent, err
 }
 
 // RunStream is RunJSON for a stream, fed to the rules n bytes at a time.
