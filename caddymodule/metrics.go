@@ -29,7 +29,7 @@ var metrics = struct {
 }{
 	rounds: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "caddy", Subsystem: "llm_transform", Name: "rounds_total",
-		Help: "Upstream requests rules added to client requests (gateway rounds), by reason and outcome (answered or failed).",
+		Help: "Upstream requests rules added to client requests (gateway rounds), by reason and outcome (answered, failed, client_gone).",
 	}, []string{"reason", "outcome"}),
 	tallies: map[string]*prometheus.CounterVec{
 		"preflight_invalid": prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -49,16 +49,17 @@ func (h *Handler) runRound(rw *responseWriter, r *http.Request, next caddyhttp.H
 	if err == nil {
 		err = rr.failure()
 	}
-	if rw.mode == modeStream && rw.stream.Stopped() {
+	if rw.mode == modeStream && (rw.stream.Stopped() || x.AnswerEnded()) {
 		// The gateway itself ended the stream in the round's answer (a
-		// rule's error event): the round answered.
+		// rule's error event), or the answer's end went out and the
+		// client left before the proxy's copy ended: the round answered.
 		err = nil
 	}
 	if err != nil {
 		h.logger.Debug("round failed", zap.Error(err))
 	}
 	x.EndRound(err)
-	metrics.rounds.WithLabelValues(x.Rounds()[len(x.Rounds())-1].Reason, roundOutcome(err)).Inc()
+	metrics.rounds.WithLabelValues(x.Rounds()[len(x.Rounds())-1].Reason, roundOutcome(err, r)).Inc()
 	if rr.dec != nil {
 		if derr := rr.dec.Close(); derr != nil && !errors.Is(derr, errStreamAborted) {
 			h.logger.Debug("decoding the round's stream failed", zap.Error(derr))
@@ -80,11 +81,17 @@ func (h *Handler) runRound(rw *responseWriter, r *http.Request, next caddyhttp.H
 	return nil
 }
 
-func roundOutcome(err error) string {
-	if err != nil {
-		return "failed"
+// roundOutcome labels a round in rounds_total: a client that left (the
+// openai SDKs close a Chat stream at its [DONE], which may come before
+// reverse_proxy has ended the round's copy) is not an upstream failure.
+func roundOutcome(err error, r *http.Request) string {
+	switch {
+	case err == nil:
+		return "answered"
+	case r.Context().Err() != nil:
+		return "client_gone"
 	}
-	return "answered"
+	return "failed"
 }
 
 // sendRound sends a round's body on through the handlers after ours.

@@ -67,13 +67,14 @@ const (
 
 // The metrics the tests read.
 const (
-	pfMRoundsAnswered = `caddy_llm_transform_rounds_total{outcome="answered",reason="repair"}`
-	pfMRoundsFailed   = `caddy_llm_transform_rounds_total{outcome="failed",reason="repair"}`
-	pfMInvalid        = `caddy_llm_transform_preflight_invalid_total{reason="schema"}`
-	pfMRepaired       = `caddy_llm_transform_preflight_repaired_total{reason="reask"}`
-	pfMPass           = `caddy_llm_transform_preflight_failed_total{reason="pass"}`
-	pfMDrop           = `caddy_llm_transform_preflight_failed_total{reason="drop"}`
-	pfMError          = `caddy_llm_transform_preflight_failed_total{reason="error"}`
+	pfMRoundsAnswered   = `caddy_llm_transform_rounds_total{outcome="answered",reason="repair"}`
+	pfMRoundsFailed     = `caddy_llm_transform_rounds_total{outcome="failed",reason="repair"}`
+	pfMRoundsClientGone = `caddy_llm_transform_rounds_total{outcome="client_gone",reason="repair"}`
+	pfMInvalid          = `caddy_llm_transform_preflight_invalid_total{reason="schema"}`
+	pfMRepaired         = `caddy_llm_transform_preflight_repaired_total{reason="reask"}`
+	pfMPass             = `caddy_llm_transform_preflight_failed_total{reason="pass"}`
+	pfMDrop             = `caddy_llm_transform_preflight_failed_total{reason="drop"}`
+	pfMError            = `caddy_llm_transform_preflight_failed_total{reason="error"}`
 )
 
 func pfQ(s string) string { b, _ := json.Marshal(s); return string(b) }
@@ -1252,7 +1253,8 @@ func TestPreflightClientLeavesDuringRound(t *testing.T) {
 			}
 		})
 	}
-	assertGrowth(t, before, map[string]float64{pfMRoundsFailed: 2, pfMRoundsAnswered: 0})
+	// A client that leaves is not an upstream failure.
+	assertGrowth(t, before, map[string]float64{pfMRoundsClientGone: 2, pfMRoundsFailed: 0, pfMRoundsAnswered: 0})
 }
 
 // --- the Caddyfile --------------------------------------------------------------

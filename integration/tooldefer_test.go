@@ -934,10 +934,6 @@ func TestToolsDeferFailedRoundIsNotRetried(t *testing.T) {
 // connection as soon as it has read [DONE] (as the openai-go SDK does) got
 // the whole answer: the search's round was answered, and counts as such.
 func TestToolsDeferClientLeavingAtDone(t *testing.T) {
-	t.Skip(`bug: a round whose answer reached the client whole counts as failed (rounds_total outcome "failed", Round.Err "round: context canceled" ` +
-		`or "the round's upstream stream broke") when the client closes at [DONE] before reverse_proxy has finished the round's copy: ` +
-		`caddymodule/rounds.go sendRound takes the request context's cancellation (and the ErrAbortHandler panic of the copy to a gone client) ` +
-		`for the round's failure even when the round's terminal event and [DONE] were already delivered; 1 to 12 of 20 requests here`)
 	tools := tdTools(t)
 	_, _, addr := tdUpstream(t)
 	startGateway(t, tdRules, addr)

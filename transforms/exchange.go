@@ -112,6 +112,8 @@ type Exchange struct {
 	// filterGen changes when a stage starts handling event types it
 	// declared it left alone: the stream forgets what it passes unasked.
 	filterGen uint32
+	// answerEnded: a joiner handed the stream's end on (AnswerEnded).
+	answerEnded bool
 }
 
 // eventHead is the head of one event's data (its type and

@@ -188,6 +188,12 @@ func withUsage(d, u []byte) []byte {
 // a failed one are the rule's settling of the answer before it.
 func (x *Exchange) answered() bool { return x.LastRoundAnswered() }
 
+// AnswerEnded reports whether a stream's joined answer has had its end
+// (its one terminal event, or [DONE]) handed on toward the client: a round
+// whose copy breaks after that, the client having left at the end, still
+// answered.
+func (x *Exchange) AnswerEnded() bool { return x.answerEnded }
+
 // LastRoundAnswered reports whether the round sent last, if any, did not
 // fail: a stage that sees the round count change starts a new answer only
 // then (after a failed round, what comes is its own settling of the
@@ -201,6 +207,7 @@ func (x *Exchange) LastRoundAnswered() bool {
 // was joined, else with the items the client saw and the usage of every
 // round.
 func (j *responsesJoin) final(ev *Event, usage []byte, emit Emit) error {
+	j.x.answerEnded = true
 	if j.round == 0 && !j.remap && !j.x.itemsRewritten && len(usage) == 0 {
 		return emit(ev)
 	}
@@ -384,6 +391,7 @@ func (j *chatJoin) Event(ev *Event, emit Emit) error {
 			}
 		}
 		j.owedDone = false
+		j.x.answerEnded = true
 		return emit(ev)
 	}
 	if j.id == nil {

@@ -1,10 +1,14 @@
 package tooldefer
 
 import (
+	"hash/maphash"
 	"math"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 )
@@ -26,14 +30,61 @@ const (
 	bm25B  = 0.75
 )
 
+// indexes keeps the indexes built for recent requests, keyed by a hash
+// of the deferred tools' definitions: a client sends the same tools with
+// every turn, and building an index over hundreds of them costs
+// milliseconds. It changes no answer (an index is a pure function of the
+// definitions, and a hit is checked against the names); it is bounded.
+var indexes = struct {
+	sync.Mutex
+	m map[uint64]*bm25
+}{m: map[uint64]*bm25{}}
+
+const maxIndexes = 64
+
+var indexSeed = maphash.MakeSeed()
+
+// indexFor returns the index of the deferred tools, from the cache when
+// the same definitions were indexed before.
+func indexFor(names []string, defs map[string][]byte) *bm25 {
+	var h maphash.Hash
+	h.SetSeed(indexSeed)
+	for _, n := range names {
+		h.WriteString(n)
+		h.WriteByte(0)
+		h.Write(defs[n])
+		h.WriteByte(0)
+	}
+	k := h.Sum64()
+	indexes.Lock()
+	ix, ok := indexes.m[k]
+	indexes.Unlock()
+	if ok && slices.Equal(ix.names, names) {
+		return ix
+	}
+	ix = newBM25(names, defs)
+	indexes.Lock()
+	if len(indexes.m) >= maxIndexes {
+		for old := range indexes.m {
+			delete(indexes.m, old)
+			break
+		}
+	}
+	indexes.m[k] = ix
+	indexes.Unlock()
+	return ix
+}
+
 func newBM25(names []string, defs map[string][]byte) *bm25 {
-	ix := &bm25{names: names, df: map[string]int{}}
+	ix := &bm25{names: slices.Clone(names), df: map[string]int{}}
 	total := 0
 	for _, n := range names {
 		terms := map[string]int{}
 		size := 0
+		var buf []string
 		add := func(s string, weight int) {
-			for _, t := range words(s) {
+			buf = appendWords(buf[:0], s)
+			for _, t := range buf {
 				terms[t] += weight
 				size += weight
 			}
@@ -104,32 +155,48 @@ func (ix *bm25) search(query string, k int) []string {
 // words splits text into lower-case words: at anything not a letter or
 // digit, and within names at case changes (createIssue, HTTPServer).
 func words(s string) []string {
-	var out []string
-	var cur []rune
-	flush := func() {
-		if len(cur) > 1 || len(cur) == 1 && unicode.IsDigit(cur[0]) {
-			w := strings.ToLower(string(cur))
+	return appendWords(nil, s)
+}
+
+func appendWords(out []string, s string) []string {
+	start := -1 // the current word's first byte
+	var prev rune
+	flush := func(end int) {
+		if start >= 0 && (end-start > 1 || end-start == 1 && s[start] >= '0' && s[start] <= '9') {
+			w := strings.ToLower(s[start:end])
 			if !stopWords[w] {
 				out = append(out, w)
 			}
 		}
-		cur = cur[:0]
+		start = -1
 	}
-	rs := []rune(s)
-	for i, r := range rs {
+	for i := 0; i < len(s); {
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
 		switch {
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
-			if unicode.IsUpper(r) && len(cur) > 0 && (unicode.IsLower(cur[len(cur)-1]) ||
-				i+1 < len(rs) && unicode.IsLower(rs[i+1]) && unicode.IsUpper(cur[len(cur)-1])) {
-				flush()
+			if start >= 0 && unicode.IsUpper(r) && (unicode.IsLower(prev) ||
+				unicode.IsUpper(prev) && i+size < len(s) && nextIsLower(s[i+size:])) {
+				flush(i)
 			}
-			cur = append(cur, r)
+			if start < 0 {
+				start = i
+			}
 		default:
-			flush()
+			flush(i)
 		}
+		prev = r
+		i += size
 	}
-	flush()
+	flush(len(s))
 	return out
+}
+
+func nextIsLower(s string) bool {
+	r, _ := utf8.DecodeRuneInString(s)
+	return unicode.IsLower(r)
 }
 
 var stopWords = map[string]bool{

@@ -20,7 +20,7 @@ type search struct {
 // tools to load and each search's output for the model.
 func (d *Defer) answerSearches(x *transforms.Exchange, rec *record, searches []search) (found []string, outputs []string) {
 	if rec.index == nil {
-		rec.index = newBM25(rec.deferred, rec.defs)
+		rec.index = indexFor(rec.deferred, rec.defs)
 	}
 	seen := map[string]bool{}
 	for _, s := range searches {
