@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
 
@@ -50,6 +52,7 @@ type toolSchema struct {
 	compiled bool   // compile has run; sch or err holds its outcome
 	sch      *jsonschema.Schema
 	err      error
+	plan     *plain // the one-walk check of a plain schema, or nil
 }
 
 func newSchemaSet() *schemaSet {
@@ -84,12 +87,18 @@ func (s *schemaSet) has(name string) bool {
 // document, a schema its metaschema rejects); err then says why. Empty
 // arguments (only white space) are checked as the empty object.
 func (s *schemaSet) check(name string, args []byte) (problems []problem, checked bool, err error) {
-	sch, err := s.compiled(name)
+	sch, plan, err := s.compiled(name)
 	if err != nil {
 		return nil, false, err
 	}
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = []byte("{}")
+	}
+	if plan != nil {
+		// Most calls of plain tools are valid: said in one walk.
+		if ok, end := plan.valid(args, 0); ok && jsonspan.SkipSpace(args, end) == len(args) {
+			return nil, true, nil
+		}
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
 	if err != nil {
@@ -124,22 +133,24 @@ func (s *schemaSet) check(name string, args []byte) (problems []problem, checked
 
 // compiled returns tool name's compiled schema, compiling it on the first
 // call.
-func (s *schemaSet) compiled(name string) (*jsonschema.Schema, error) {
+func (s *schemaSet) compiled(name string) (*jsonschema.Schema, *plain, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.tools[name]
 	if !ok {
-		return nil, fmt.Errorf("tool %q: no schema declared", name)
+		return nil, nil, fmt.Errorf("tool %q: no schema declared", name)
 	}
 	if !t.compiled {
 		t.sch, t.err = compileSchema(t.raw)
 		if t.err != nil {
 			t.err = fmt.Errorf("tool %q: schema not checkable: %w", name, t.err)
+		} else {
+			t.plan = plainFor(t.raw)
 		}
 		t.compiled = true
 		t.raw = nil
 	}
-	return t.sch, t.err
+	return t.sch, t.plan, t.err
 }
 
 // noLoader is the compiler's loader: it has nothing to give. The built-in
