@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -391,86 +389,10 @@ func (r pfRow) run(b *testing.B, mode string) {
 	}
 }
 
-// measure is tableRow.run's measurement (streamtable_test.go), which it
-// reports under the same names, and it also logs each round's ratio, in
-// order: it warms both processes up once per row with a burst upstream,
-// profiles them with LLMT_WP_PROFILE, then runs the rounds, each of
-// ceil(b.N/rounds) turns of two streams at a time to one process, then to
-// the other, the order alternating from turn to turn.
+// measure runs the row as the stream table does (tableRow.run): warm-up,
+// profiles, alternated rounds, each round's ratio logged.
 func (r pfRow) measure(b *testing.B, mode string, stream func(p *proc, mode string) error) {
-	turn := func(p *proc, m string) {
-		if err := together(concurrent, func() error { return stream(p, m) }); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	if _, done := warmed.LoadOrStore(r.name, true); !done {
-		for i := 0; i < warmRounds; i++ {
-			turn(r.pa, upBurst)
-			turn(r.pb, upBurst)
-		}
-	}
-	profile(b, strings.ReplaceAll(r.name, "/", "-"), r.pa, r.pb, func(p *proc) { turn(p, mode) })
-
-	n := tableRounds()
-	per := max(1, (b.N+n-1)/n)
-	ratios := make([]float64, 0, n)
-	var cpuA, cpuB int64
-	ua0, _ := r.pa.cpuSplit(b)
-	ub0, _ := r.pb.cpuSplit(b)
-	ioA, ioB := r.pa.syscalls(), r.pb.syscalls()
-	b.ResetTimer()
-	b.StartTimer()
-	for round := 0; round < n; round++ {
-		a0, b0 := r.pa.procCPU(b), r.pb.procCPU(b)
-		for i := 0; i < per; i++ {
-			first, second := r.pa, r.pb
-			if (round*per+i)%2 == 1 {
-				first, second = second, first
-			}
-			turn(first, mode)
-			turn(second, mode)
-		}
-		da, db := r.pa.procCPU(b)-a0, r.pb.procCPU(b)-b0
-		cpuA += da
-		cpuB += db
-		ratios = append(ratios, float64(db)/float64(da))
-	}
-	b.StopTimer()
-	rounds := make([]string, len(ratios))
-	for i, x := range ratios {
-		rounds[i] = strconv.FormatFloat(x, 'f', 3, 64)
-	}
-	b.Logf("%d rounds of %d turns, B/A CPU: %s", n, per, strings.Join(rounds, " "))
-	streams := float64(n * per * concurrent)
-	slices.Sort(ratios)
-	b.ReportMetric(ratios[len(ratios)/2], "x_median")
-	b.ReportMetric(ratios[0], "x_min")
-	b.ReportMetric(ratios[len(ratios)-1], "x_max")
-	b.ReportMetric(float64(cpuB)/float64(cpuA), "x_passthrough_cpu")
-	b.ReportMetric(float64(cpuA)/1e6/streams, "A_cpu_ms/stream")
-	b.ReportMetric(float64(cpuB)/1e6/streams, "B_cpu_ms/stream")
-	ua, _ := r.pa.cpuSplit(b)
-	ub, _ := r.pb.cpuSplit(b)
-	b.ReportMetric(float64(ua-ua0)*1e3/ticksPerSecond/streams, "A_user_ms/stream")
-	b.ReportMetric(float64(ub-ub0)*1e3/ticksPerSecond/streams, "B_user_ms/stream")
-	b.ReportMetric(float64(cpuB-cpuA)/1e3/streams/float64(r.events), "added_us/"+r.unit)
-	for _, m := range []struct {
-		unit   string
-		p      *proc
-		before [3]int64
-	}{{"A", r.pa, ioA}, {"B", r.pb, ioB}} {
-		after := m.p.syscalls()
-		if m.before[0] >= 0 && after[0] >= 0 {
-			b.ReportMetric(float64(after[0]-m.before[0])/streams, m.unit+"_reads/stream")
-			b.ReportMetric(float64(after[1]-m.before[1])/streams, m.unit+"_writes/stream")
-		}
-		if m.before[2] >= 0 && after[2] >= 0 {
-			b.ReportMetric(float64(after[2]-m.before[2])/streams, m.unit+"_sleeps/stream")
-		}
-	}
-	b.ReportMetric(float64(n), "rounds")
-	b.ReportMetric(float64(r.events), r.unit+"s")
+	tableRow{name: r.name, pa: r.pa, pb: r.pb, stream: stream, events: r.events, unit: r.unit}.run(b, mode)
 }
 
 // BenchmarkPreflightStream: CPU of tools_preflight in front of a chain (B)

@@ -327,6 +327,11 @@ func (r tableRow) run(b *testing.B, upstreamMode string) {
 		ratios = append(ratios, float64(db)/float64(da))
 	}
 	b.StopTimer()
+	rounds := make([]string, len(ratios))
+	for i, x := range ratios {
+		rounds[i] = strconv.FormatFloat(x, 'f', 3, 64)
+	}
+	b.Logf("%d rounds of %d turns, B/A CPU: %s", n, per, strings.Join(rounds, " "))
 	streams := float64(n * per * concurrent)
 	slices.Sort(ratios)
 	b.ReportMetric(ratios[len(ratios)/2], "x_median")

@@ -286,15 +286,31 @@ func (s *responsesStage) emitDone(h *heldCall, item []byte, emit transforms.Emit
 // events.
 func (s *responsesStage) emitRepaired(h *heldCall, o int, emit transforms.Emit) error {
 	item := rewriteItem(h.done, &h.v)
-	id, _ := jsonspan.StringValue(item, jsonspan.Lookup(item, 0, "id"))
+	var evs []transforms.Event
+	if h.f.typ == "function_call" {
+		evs = s.callEvents(item, o)
+	} else {
+		evs = []transforms.Event{addedEvent(item, o)}
+	}
+	for i := range evs {
+		if err := emit(&evs[i]); err != nil {
+			return err
+		}
+	}
+	return s.emitDone(h, item, emit)
+}
+
+// addedEvent is the output_item.added event of a custom tool's call item
+// the stage hands on repaired: the item in progress, its input empty.
+func addedEvent(item []byte, o int) transforms.Event {
 	added := []byte(`{"type":"response.output_item.added","sequence_number":0,"output_index":`)
 	added = strconv.AppendInt(added, int64(o), 10)
 	added = append(added, `,"item":`...)
 	w := jsonspan.NewObj(added)
 	jsonspan.EachMember(item, 0, func(m jsonspan.Member) bool {
 		switch {
-		case m.KeyIs(item, "arguments"):
-			w.Key("arguments")
+		case m.KeyIs(item, "input"):
+			w.Key("input")
 			w.B = append(w.B, `""`...)
 		case m.KeyIs(item, "status"):
 			w.Key("status")
@@ -304,30 +320,7 @@ func (s *responsesStage) emitRepaired(h *heldCall, o int, emit transforms.Emit) 
 		}
 		return true
 	})
-	added = append(w.Close(), '}')
-	evs := [][]byte{added}
-	if h.f.typ == "function_call" {
-		for _, kind := range []string{"delta", "done"} {
-			e := []byte(`{"type":"response.function_call_arguments.` + kind + `","sequence_number":0,"item_id":`)
-			e = jsonspan.AppendStringStr(e, id)
-			e = append(e, `,"output_index":`...)
-			e = strconv.AppendInt(e, int64(o), 10)
-			if kind == "delta" {
-				e = append(e, `,"delta":`...)
-			} else {
-				e = append(e, `,"arguments":`...)
-			}
-			e = jsonspan.AppendString(e, h.v.args)
-			evs = append(evs, append(e, '}'))
-		}
-	}
-	for _, e := range evs {
-		typ := transforms.EventType(e)
-		if err := emit(&transforms.Event{Name: e[typ.Start+1 : typ.End-1], Data: e}); err != nil {
-			return err
-		}
-	}
-	return s.emitDone(h, item, emit)
+	return transforms.Event{Name: []byte("response.output_item.added"), Data: append(w.Close(), '}')}
 }
 
 // terminal ends the answer: its invalid calls are asked for again, or
