@@ -349,7 +349,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if !x.WantsResponse() {
 		return next.ServeHTTP(w, r)
 	}
-	return h.forward(w, r, next, x)
+	return h.forward(w, r, next, x, lease)
 }
 
 // selectChain picks the rules for a request. No chain means the request
@@ -487,7 +487,7 @@ func (h *Handler) refuseRewrite(w http.ResponseWriter, err error, proto transfor
 
 // forward sends the request on with a response writer that runs the
 // response through the rules, and counts how the response ended.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, x *transforms.Exchange) error {
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, x *transforms.Exchange, lease *bodyLease) error {
 	// Rewriting needs the bytes as the upstream wrote them; encode, placed
 	// before us, compresses the result for the client.
 	r.Header.Set("Accept-Encoding", "identity")
@@ -512,7 +512,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	}
 	err := rw.finish()
 	if err == nil && x.PendingRound() != nil {
-		err = h.runRounds(rw, r, next, x)
+		err = h.runRounds(rw, r, next, x, lease)
 	}
 	observeResponse(rw, x)
 	return err

@@ -31,24 +31,35 @@ var errRoundAborted = errors.New("the round's upstream stream broke")
 
 // runRounds sends the rounds the rules ask for until none is pending,
 // finishing the response after each.
-func (h *Handler) runRounds(rw *responseWriter, r *http.Request, next caddyhttp.Handler, x *transforms.Exchange) error {
+func (h *Handler) runRounds(rw *responseWriter, r *http.Request, next caddyhttp.Handler, x *transforms.Exchange, lease *bodyLease) error {
 	for x.PendingRound() != nil {
-		if err := h.runRound(rw, r, next, x); err != nil {
+		if err := h.runRound(rw, r, next, x, lease); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (h *Handler) runRound(rw *responseWriter, r *http.Request, next caddyhttp.Handler, x *transforms.Exchange) error {
+func (h *Handler) runRound(rw *responseWriter, r *http.Request, next caddyhttp.Handler, x *transforms.Exchange, lease *bodyLease) error {
+	// A stream's keep-alives run on their own goroutine, under rw.mu,
+	// through the exchange: what the round does to it outside the proxy's
+	// copy (which locks in writeStream) is done under rw.mu too.
+	lock := func() {}
+	unlock := lock
+	if rw.stopTick != nil {
+		lock, unlock = rw.mu.Lock, rw.mu.Unlock
+	}
+	lock()
 	body, err := x.RoundRequest()
+	unlock()
 	rr := &roundWriter{rw: rw, header: http.Header{}}
 	if err == nil {
-		err = h.sendRound(rr, r, next, x, body)
+		err = h.sendRound(rr, r, next, x, body, lease)
 	}
 	if err == nil {
 		err = rr.failure()
 	}
+	lock()
 	if rw.mode == modeStream && (rw.stream.Stopped() || x.AnswerEnded()) {
 		// The gateway itself ended the stream in the round's answer (a
 		// rule's error event), or the answer's end went out and the
@@ -59,6 +70,7 @@ func (h *Handler) runRound(rw *responseWriter, r *http.Request, next caddyhttp.H
 		h.logger.Debug("round failed", zap.Error(err))
 	}
 	x.EndRound(err)
+	unlock()
 	metrics.rounds.WithLabelValues(x.Rounds()[len(x.Rounds())-1].Reason, roundOutcome(err, r)).Inc()
 	if rr.dec != nil {
 		if derr := rr.dec.Close(); derr != nil && !errors.Is(derr, errStreamAborted) {
@@ -95,13 +107,14 @@ func roundOutcome(err error, r *http.Request) string {
 }
 
 // sendRound sends a round's body on through the handlers after ours.
-func (h *Handler) sendRound(rr *roundWriter, r *http.Request, next caddyhttp.Handler, x *transforms.Exchange, body []byte) (err error) {
+func (h *Handler) sendRound(rr *roundWriter, r *http.Request, next caddyhttp.Handler, x *transforms.Exchange, body []byte, lease *bodyLease) (err error) {
 	ctx, cancel := context.WithDeadline(r.Context(), x.RoundDeadline())
 	defer cancel()
 	r2 := r.Clone(ctx)
-	r2.Body = io.NopCloser(bytes.NewReader(body))
-	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	r2.ContentLength = int64(len(body))
+	// Under the request's lease: the round's body may sit in a buffer the
+	// exchange hands back to its pool, and the transport may read it
+	// after the proxy has returned.
+	setLeasedBody(r2, body, lease)
 	r2.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	r2.Header.Del("Content-Encoding")
 	defer func() {

@@ -107,7 +107,7 @@ type Exchange struct {
 	rounds         []*Round
 	takers         []bool
 	itemsRewritten bool
-	jsonJoin       *jsonJoin
+	jsonJoins      map[int]*jsonJoin // by the rule that takes the rounds
 	tallies        []Tally
 	// filterGen changes when a stage starts handling event types it
 	// declared it left alone: the stream forgets what it passes unasked.
@@ -823,10 +823,11 @@ func (x *Exchange) RewriteResponse(body []byte) ([]byte, error) {
 // RewriteResponse it returns nil and no error when a rule asks for another
 // round.
 func (x *Exchange) ResumeResponse(body []byte) ([]byte, error) {
-	rd, j := x.lastRound(), x.jsonJoin
-	if rd == nil || j == nil {
+	rd := x.lastRound()
+	if rd == nil || x.jsonJoins[rd.rule] == nil {
 		return nil, errors.New("transforms: no round to resume")
 	}
+	j := x.jsonJoins[rd.rule]
 	if rd.Err != nil {
 		// The failed round's part is answered again, as if it were the
 		// last.
@@ -858,15 +859,24 @@ func (x *Exchange) rewriteResponse(from int, body []byte) ([]byte, error) {
 			return nil, err
 		}
 		if x.asked(i) {
-			if x.jsonJoin == nil {
-				x.jsonJoin = &jsonJoin{rule: i}
+			if x.jsonJoins == nil {
+				x.jsonJoins = map[int]*jsonJoin{}
 			}
-			x.jsonJoin.input = body
-			x.jsonJoin.parts = append(x.jsonJoin.parts, out)
+			j := x.jsonJoins[i]
+			if j == nil {
+				j = &jsonJoin{rule: i}
+				x.jsonJoins[i] = j
+			}
+			j.input = body
+			j.parts = append(j.parts, out)
 			return nil, nil
 		}
-		if j := x.jsonJoin; j != nil && j.rule == i {
+		if j := x.jsonJoins[i]; j != nil {
+			// The rule's rounds are over: its answer is one. Should a rule
+			// nearer the client take a round after, this rule's answer to
+			// it stands alone, as that rule joins.
 			out = joinJSON(x.protos[i], append(j.parts, out))
+			delete(x.jsonJoins, i)
 		}
 		if !jsonspan.SameSlice(out, body) {
 			x.markApplied(r, PhaseResponse)

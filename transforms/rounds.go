@@ -162,6 +162,7 @@ func (x *Exchange) RoundRequest() ([]byte, error) {
 		return nil, errors.New("transforms: no round pending")
 	}
 	x.round = nil
+	x.answerEnded = false // the answer's end is this round's to reach
 	rd.started = time.Now()
 	x.rounds = append(x.rounds, rd)
 	x.Decide("round", rd.Reason, fmt.Sprintf("round %d asked by %s", rd.N, x.rules[rd.rule].TransformID()))

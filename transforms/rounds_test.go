@@ -2,6 +2,7 @@ package transforms_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,9 +13,11 @@ import (
 )
 
 // asker is a test transform that takes rounds: its response phase asks
-// for one more round while the answer says "again", with a request that
-// counts the rounds, and lets every answer through.
-type asker struct{}
+// for one more round while the answer says its word ("again" by default),
+// with a request that counts the rounds, and lets every answer through.
+type asker struct {
+	Word string `json:"word,omitempty"`
+}
 
 func init() { caddy.RegisterModule(asker{}) }
 
@@ -22,30 +25,46 @@ func (asker) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: transforms.ModuleID("test_asker"), New: func() caddy.Module { return new(asker) }}
 }
 
-type askerRecord struct {
-	body []byte
-	err  error
+// askerKey keys an asker's record by its word.
+type askerKey string
+
+func (a *asker) record(x *transforms.Exchange) *askerRecord {
+	return x.Record(askerKey(a.Word), func() any { return &askerRecord{} }).(*askerRecord)
 }
 
-func (asker) RewriteRequest(x *transforms.Exchange, b []byte) ([]byte, error) {
-	rec := x.Record(asker{}, func() any { return &askerRecord{} }).(*askerRecord)
+type askerRecord struct {
+	body  []byte
+	err   error
+	asked map[string]bool // the answers it asked again for
+}
+
+func (a *asker) RewriteRequest(x *transforms.Exchange, b []byte) ([]byte, error) {
+	rec := a.record(x)
 	rec.body = b
 	return b, nil
 }
 
-func (asker) TakesRounds(*transforms.Exchange) bool   { return true }
-func (asker) WantsResponse(*transforms.Exchange) bool { return true }
+func (*asker) TakesRounds(*transforms.Exchange) bool   { return true }
+func (*asker) WantsResponse(*transforms.Exchange) bool { return true }
 
-func (asker) RewriteResponse(x *transforms.Exchange, b []byte) ([]byte, error) {
-	rec := x.Record(asker{}, func() any { return &askerRecord{} }).(*askerRecord)
-	if strings.Contains(string(b), "again") {
+func (a *asker) RewriteResponse(x *transforms.Exchange, b []byte) ([]byte, error) {
+	rec := a.record(x)
+	word := a.Word
+	if word == "" {
+		word = "again"
+	}
+	if strings.Contains(string(b), word) && !rec.asked[string(b)] {
+		if rec.asked == nil {
+			rec.asked = map[string]bool{}
+		}
+		rec.asked[string(b)] = true
 		n := len(x.Rounds()) + 1
 		_, rec.err = x.StartRound([]byte(strings.Replace(string(rec.body), `"round":0`, `"round":`+string(rune('0'+n)), 1)), "test")
 	}
 	return b, nil
 }
 
-func (asker) NewStream(*transforms.Exchange) transforms.StreamTransform { return nil }
+func (*asker) NewStream(*transforms.Exchange) transforms.StreamTransform { return nil }
 
 // TestRoundsRunTheRulesNearerTheUpstreamOnly: a round's request goes
 // through the request phases of the rules after the one that asked (the
@@ -86,14 +105,18 @@ func TestRoundCaps(t *testing.T) {
 		req := `{"model":"m","round":0,"input":"hi"}`
 		x := tt.Begin(t, chain, transforms.ProtocolResponses, []byte(req))
 		x.Limits.MaxRounds = c.max
-		_, sent, err := tt.RunJSON(t, x, []byte(req), func([]byte) (int, string) { return 200, `{"output":"again"}` })
+		k := 0
+		_, sent, err := tt.RunJSON(t, x, []byte(req), func([]byte) (int, string) {
+			k++
+			return 200, `{"output":"again ` + strconv.Itoa(k) + `"}`
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(sent) != 1+c.want {
 			t.Errorf("max_rounds %d: %d upstream requests, want %d", c.max, len(sent), 1+c.want)
 		}
-		rec := x.Record(asker{}, func() any { return &askerRecord{} }).(*askerRecord)
+		rec := (&asker{}).record(x)
 		if !errors.Is(rec.err, transforms.ErrNoRoundLeft) {
 			t.Errorf("max_rounds %d: last ask %v, want ErrNoRoundLeft", c.max, rec.err)
 		}
@@ -106,4 +129,24 @@ func TestStartRoundOutsideAResponsePhase(t *testing.T) {
 	if _, err := x.StartRound([]byte(`{}`), "x"); err == nil {
 		t.Fatal("no error")
 	}
+}
+
+// TestTwoRuleJSONRoundsJoinOnce: two rules that take rounds on one JSON
+// answer, the one nearer the upstream first: each round's output reaches
+// the client once, the usage of every round summed.
+func TestTwoRuleJSONRoundsJoinOnce(t *testing.T) {
+	chain := tt.Chain(t, `[{"transform":"test_asker","config":{"word":"wordA"}},{"transform":"test_asker","config":{"word":"wordB"}}]`)
+	req := `{"model":"m","round":0,"input":"hi"}`
+	x := tt.Begin(t, chain, transforms.ProtocolResponses, []byte(req))
+	answers := []string{
+		`{"id":"r1","output":[{"type":"message","id":"m1","text":"wordB"}],"usage":{"input_tokens":1}}`,
+		`{"id":"r2","output":[{"type":"message","id":"m2","text":"wordA"}],"usage":{"input_tokens":2}}`,
+		`{"id":"r3","output":[{"type":"message","id":"m3"}],"usage":{"input_tokens":4}}`,
+	}
+	n := 0
+	out, sent, err := tt.RunJSON(t, x, []byte(req), func([]byte) (int, string) { n++; return 200, answers[n-1] })
+	if err != nil || len(sent) != 3 {
+		t.Fatalf("%v, %d requests", err, len(sent))
+	}
+	tt.JSONEqual(t, out, `{"id":"r1","output":[{"type":"message","id":"m1","text":"wordB"},{"type":"message","id":"m2","text":"wordA"},{"type":"message","id":"m3"}],"usage":{"input_tokens":7}}`)
 }

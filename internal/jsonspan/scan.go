@@ -15,7 +15,12 @@ import "bytes"
 const maxDepth = 1000
 
 // SkipSpace returns the index of the first non-space byte at or after i.
+// A negative i (the Start of a span that is not there) is the end: a walk
+// from it finds nothing, rather than reading before the document.
 func SkipSpace(b []byte, i int) int {
+	if i < 0 {
+		return len(b)
+	}
 	for i < len(b) {
 		switch b[i] {
 		case ' ', '\t', '\n', '\r':

@@ -1,8 +1,6 @@
 package preflight
 
 import (
-	"maps"
-
 	"github.com/llmtransform/caddy-llm-transform/transforms"
 )
 
@@ -30,12 +28,12 @@ func (p *Preflight) beginAnswer(x *transforms.Exchange, rec *record) *answer {
 		rec.failHandled = true
 		a.failed = true
 		a.repair = rec.rounds > 1
-		rec.seen = maps.Clone(rec.seenBefore)
+		rec.seen = cloneSeen(rec.seenBefore)
 		return a
 	}
 	a.repair = rec.rounds > 0
 	a.reaskable = p.canReask(x, rec)
-	rec.seenBefore = maps.Clone(rec.seen)
+	rec.seenBefore = cloneSeen(rec.seen)
 	return a
 }
 

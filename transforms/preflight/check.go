@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -179,36 +180,48 @@ func (p *Preflight) check(x *transforms.Exchange, rec *record, ns, name string, 
 	return v
 }
 
-// seenCall is a valid call of the answer, for finding repeats. Its
-// canonical form is worked out only when another call of the same tool
-// comes: most answers call a tool once.
-type seenCall struct {
-	raw   []byte
-	canon string
-	known bool
+// seenTool is what the answer's valid calls of one tool were, for finding
+// repeats: the first call's arguments as they came, and, from the second
+// call on, every call's canonical form (worked out only then: most
+// answers call a tool once).
+type seenTool struct {
+	first  []byte
+	canons map[string]bool
 }
 
 // repeats reports whether a call of tool k with arguments doc repeats an
 // earlier call of the answer, and notes it otherwise.
 func (rec *record) repeats(k string, doc []byte) bool {
-	list := rec.seen[k]
-	c := ""
-	if len(list) > 0 {
-		c = canonical(doc)
-		for _, e := range list {
-			if !e.known {
-				e.canon, e.known = canonical(e.raw), true
-			}
-			if e.canon == c {
-				return true
-			}
+	st := rec.seen[k]
+	if st == nil {
+		if rec.seen == nil {
+			rec.seen = map[string]*seenTool{}
 		}
+		rec.seen[k] = &seenTool{first: bytes.Clone(doc)}
+		return false
 	}
-	if rec.seen == nil {
-		rec.seen = map[string][]*seenCall{}
+	if st.canons == nil {
+		st.canons = map[string]bool{canonical(st.first): true}
 	}
-	rec.seen[k] = append(list[:len(list):len(list)], &seenCall{raw: bytes.Clone(doc), canon: c, known: len(list) > 0})
+	c := canonical(doc)
+	if st.canons[c] {
+		return true
+	}
+	st.canons[c] = true
 	return false
+}
+
+// cloneSeen copies the answer's seen calls, for going back to them.
+func cloneSeen(m map[string]*seenTool) map[string]*seenTool {
+	out := make(map[string]*seenTool, len(m))
+	for k, st := range m {
+		c := &seenTool{first: st.first}
+		if st.canons != nil {
+			c.canons = maps.Clone(st.canons)
+		}
+		out[k] = c
+	}
+	return out
 }
 
 // canonical is the arguments' text with members sorted and numbers as

@@ -74,7 +74,13 @@ func (p *Preflight) responsesBody(x *transforms.Exchange, rec *record, body []by
 	}
 	// A re-ask for the invalid calls, when one may still be taken.
 	asked := false
-	if a.invalid > 0 && a.reaskable && !incomplete {
+	ids := true // a re-ask answers each call by its id
+	for _, it := range items {
+		if it.call && callFields(body, it.el.Start).callID == "" {
+			ids = false
+		}
+	}
+	if a.invalid > 0 && a.reaskable && !incomplete && ids {
 		var hist [][]byte
 		var outs []callOutput
 		for _, it := range items {
@@ -227,7 +233,13 @@ func (p *Preflight) chatBody(x *transforms.Exchange, rec *record, body []byte) (
 	}
 	finish := jsonspan.Lookup(body, ch.Start, "finish_reason")
 	asked := false
-	if a.invalid > 0 && a.reaskable && !jsonspan.IsString(body, finish, "length") {
+	ids := true // a re-ask answers each call by its id
+	for _, c := range calls {
+		if c.c.id == "" {
+			ids = false
+		}
+	}
+	if a.invalid > 0 && a.reaskable && ids && !jsonspan.IsString(body, finish, "length") {
 		turn := chatTurn{}
 		if sp := mf[1]; sp.Start >= 0 && body[sp.Start] == '"' {
 			turn.content = body[sp.Start:sp.End]

@@ -187,7 +187,7 @@ type record struct {
 	tools *toolIndex // read from body on the first call checked
 	// seen is every valid call of the answer so far (dedup), seenBefore
 	// what it was before the answer being checked.
-	seen, seenBefore map[string][]*seenCall
+	seen, seenBefore map[string]*seenTool
 	rounds           int               // re-asks taken
 	round            *transforms.Round // the last re-ask
 	failHandled      bool              // its failure was answered
@@ -203,9 +203,9 @@ func (p *Preflight) record(x *transforms.Exchange) *record {
 // needs checking, and a re-ask is built from it.
 func (p *Preflight) RewriteRequest(x *transforms.Exchange, body []byte) ([]byte, error) {
 	rec := p.record(x)
-	if rec.body == nil {
-		rec.body, rec.proto = body, x.Protocol()
-	}
+	// Again when a rule nearer the client takes a round: its request is
+	// the one a re-ask now extends, with the tools it declares.
+	rec.body, rec.proto, rec.tools, rec.last = body, x.Protocol(), nil, nil
 	return body, nil
 }
 

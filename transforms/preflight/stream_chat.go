@@ -326,7 +326,13 @@ func (s *chatStage) finish(length bool, emit transforms.Emit) error {
 	if len(invalid) == 0 {
 		return nil
 	}
-	if s.a.reaskable && !length {
+	ids := true // a re-ask answers each call by its id
+	for _, h := range s.calls {
+		if h.id == "" {
+			ids = false
+		}
+	}
+	if s.a.reaskable && !length && ids {
 		turn := chatTurn{}
 		if len(s.text) > 0 {
 			turn.content = append(append([]byte{'"'}, s.text...), '"')

@@ -335,7 +335,13 @@ func (s *responsesStage) terminal(ev *transforms.Event, completed bool, emit tra
 			invalid = append(invalid, h)
 		}
 	}
-	if len(invalid) > 0 && s.a.reaskable && completed {
+	ids := true // a re-ask answers each call by its id
+	for _, h := range s.calls {
+		if h.f.callID == "" {
+			ids = false
+		}
+	}
+	if len(invalid) > 0 && s.a.reaskable && completed && ids {
 		var outs []callOutput
 		for _, h := range s.calls {
 			text := validNote

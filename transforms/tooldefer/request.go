@@ -26,6 +26,11 @@ type record struct {
 // tool_choice names, and the search tool.
 func (d *Defer) RewriteRequest(x *transforms.Exchange, body []byte) ([]byte, error) {
 	rec := d.record(x)
+	// A rule nearer the client may take rounds: this phase then runs
+	// again, on the request that round sends. What a search of this
+	// exchange loaded stays loaded; the rest is worked out afresh.
+	rerun := rec.active
+	rec.active, rec.deferred, rec.defs, rec.index, rec.last = false, nil, nil, nil, nil
 	w := transforms.WalkTools(x, body)
 	if x.Unreadable() {
 		return nil, transforms.ErrInvalidJSON
@@ -60,6 +65,9 @@ func (d *Defer) RewriteRequest(x *transforms.Exchange, body []byte) ([]byte, err
 	}
 	if !d.Always && count <= d.threshold {
 		return body, nil
+	}
+	for n := range rec.loaded {
+		used[n] = true
 	}
 	rec.searchName = "tool_search"
 	if declared[rec.searchName] {
@@ -105,8 +113,10 @@ func (d *Defer) RewriteRequest(x *transforms.Exchange, body []byte) ([]byte, err
 	rec.out = jsonspan.Apply(body, []jsonspan.Edit{{Start: tools.Start, End: tools.End, Repl: list}})
 	rec.active, rec.proto = true, x.Protocol()
 	x.MarkToolsChanged()
-	x.TallyN("defer_tools_loaded", "history", fromHistory)
-	x.Decide("tools_defer", "defer", fmt.Sprintf("%d of %d tools deferred behind %s", len(rec.deferred), count, rec.searchName))
+	if !rerun {
+		x.TallyN("defer_tools_loaded", "history", fromHistory)
+		x.Decide("tools_defer", "defer", fmt.Sprintf("%d of %d tools deferred behind %s", len(rec.deferred), count, rec.searchName))
+	}
 	return rec.out, nil
 }
 

@@ -178,6 +178,9 @@ func (s *chatStage) Event(ev *transforms.Event, emit transforms.Emit) error {
 func emptyDelta(d []byte) bool {
 	empty := true
 	choices := jsonspan.Lookup(d, 0, "choices")
+	if choices.Start < 0 || d[choices.Start] != '[' {
+		return true
+	}
 	jsonspan.EachElement(d, choices.Start, func(el jsonspan.Span) bool {
 		delta := jsonspan.Lookup(d, el.Start, "delta")
 		if delta.Start < 0 || d[delta.Start] != '{' {
