@@ -114,5 +114,8 @@
 // and usage chunk. Rounds are capped per request (Limits.MaxRounds,
 // MaxRoundTime); a failed round (Round.Err) ends the answer as if it had
 // not helped. Request-phase state (records, the tool map) belongs to the
-// Exchange and stays valid across rounds; nothing outlives the request.
+// Exchange and stays valid across rounds; a rule's request phase may run
+// again (on the request of a round a rule nearer the client takes), so it
+// records what it learns as a replacement, not an addition. Nothing
+// outlives the request.
 package transforms
