@@ -205,34 +205,7 @@ func BenchmarkSchemaRequest(b *testing.B) {
 	defer runtime.UnlockOSThread()
 	n := tableRounds()
 	per := max(1, (b.N+n-1)/n)
-	ratios := make([]float64, 0, n)
-	var cpuA, cpuB int64
-	var valid time.Duration
-	b.ResetTimer()
-	b.StartTimer()
-	for round := 0; round < n; round++ {
-		a0, b0 := pa.procCPU(b), pb.procCPU(b)
-		for i := 0; i < per; i++ {
-			first, second := pa, pb
-			if (round*per+i)%2 == 1 {
-				first, second = second, first
-			}
-			one(first)
-			one(second)
-			// The baseline pass rides along with each pair; thread CPU
-			// keeps it out of the processes' figures.
-			t0 := threadCPU()
-			if !gjson.ValidBytes(doc) {
-				b.Fatal("invalid")
-			}
-			valid += threadCPU() - t0
-		}
-		da, db := pa.procCPU(b)-a0, pb.procCPU(b)-b0
-		cpuA += da
-		cpuB += db
-		ratios = append(ratios, float64(db)/float64(da))
-	}
-	b.StopTimer()
+	ratios, cpuA, cpuB, valid := alternateRequests(b, pa, pb, one, doc, n, per)
 	reqs := float64(n * per)
 	slices.Sort(ratios)
 	perValid := float64(valid) / reqs
@@ -536,4 +509,37 @@ func schemaParams(r *rand.Rand, tool, noun, server string, style int) string {
 	}
 	p.WriteString(`}`)
 	return p.String()
+}
+
+// alternateRequests measures n rounds of per request pairs, A and B taking
+// turns, with the baseline gjson.ValidBytes pass of doc riding along with
+// each pair (its thread CPU kept out of the processes' figures): each
+// round's ratio of B's CPU to A's, both processes' CPU, and the passes'
+// time. The timer runs only over the rounds.
+func alternateRequests(b *testing.B, pa, pb *proc, one func(*proc), doc []byte, n, per int) (ratios []float64, cpuA, cpuB int64, valid time.Duration) {
+	ratios = make([]float64, 0, n)
+	b.ResetTimer()
+	b.StartTimer()
+	for round := 0; round < n; round++ {
+		a0, b0 := pa.procCPU(b), pb.procCPU(b)
+		for i := 0; i < per; i++ {
+			first, second := pa, pb
+			if (round*per+i)%2 == 1 {
+				first, second = second, first
+			}
+			one(first)
+			one(second)
+			t0 := threadCPU()
+			if !gjson.ValidBytes(doc) {
+				b.Fatal("invalid")
+			}
+			valid += threadCPU() - t0
+		}
+		da, db := pa.procCPU(b)-a0, pb.procCPU(b)-b0
+		cpuA += da
+		cpuB += db
+		ratios = append(ratios, float64(db)/float64(da))
+	}
+	b.StopTimer()
+	return ratios, cpuA, cpuB, valid
 }

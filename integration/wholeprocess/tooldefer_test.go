@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -419,33 +418,8 @@ func BenchmarkDeferRequest(b *testing.B) {
 			defer runtime.UnlockOSThread()
 			n := tableRounds()
 			per := max(1, (b.N+n-1)/n)
-			ratios := make([]float64, 0, n)
-			var cpuA, cpuB int64
-			var valid time.Duration
 			s0, r0, d0, t0 := deferSearches.Load(), deferRounds.Load(), deferDirect.Load(), deferTexts.Load()
-			b.ResetTimer()
-			b.StartTimer()
-			for round := 0; round < n; round++ {
-				a0, b0 := pa.procCPU(b), pb.procCPU(b)
-				for i := 0; i < per; i++ {
-					first, second := pa, pb
-					if (round*per+i)%2 == 1 {
-						first, second = second, first
-					}
-					one(first)
-					one(second)
-					v0 := threadCPU()
-					if !gjson.ValidBytes(doc) {
-						b.Fatal("invalid")
-					}
-					valid += threadCPU() - v0
-				}
-				da, db := pa.procCPU(b)-a0, pb.procCPU(b)-b0
-				cpuA += da
-				cpuB += db
-				ratios = append(ratios, float64(db)/float64(da))
-			}
-			b.StopTimer()
+			ratios, cpuA, cpuB, valid := alternateRequests(b, pa, pb, one, doc, n, per)
 			reqs := int64(n * per)
 			want := [4]int64{reqs, reqs, reqs, 0} // B's search and round, A's direct call
 			if next {
