@@ -49,3 +49,25 @@ func BenchmarkCheckChatJSON(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCheckResponsesJSON: the Codex request's tools and a Responses
+// answer with text and a valid exec_command call.
+func BenchmarkCheckResponsesJSON(b *testing.B) {
+	req := tt.CodexRequest(b)
+	text, _ := json.Marshal(strings.Repeat("I will run the tests now. ", 300))
+	resp := []byte(`{"id":"r1","object":"response","status":"completed","output":[{"type":"message","id":"m1","status":"completed","role":"assistant","content":[{"type":"output_text","text":` + string(text) + `,"annotations":[]}]},` +
+		`{"type":"function_call","id":"fc_1","call_id":"call_1","name":"exec_command","arguments":` + jsonString(`{"cmd":"go test ./...","workdir":"/tmp","yield_time_ms":1000}`) + `,"status":"completed"}],"usage":{"input_tokens":1,"output_tokens":1,"total_tokens":2}}`)
+	chain := tt.Chain(b, rules)
+	b.SetBytes(int64(len(resp)))
+	b.ReportAllocs()
+	for b.Loop() {
+		x := tt.Begin(b, chain, transforms.ProtocolResponses, req)
+		if _, err := x.RewriteRequest(req); err != nil {
+			b.Fatal(err)
+		}
+		out, err := x.RewriteResponse(resp)
+		if err != nil || string(out) != string(resp) {
+			b.Fatalf("%v %s", err, out)
+		}
+	}
+}
