@@ -1309,25 +1309,7 @@ func grCheckResponsesStream(g *grScript, rs []*grRendered, e *grExpect, out stri
 	}
 
 	// The first answer's text items, each as it came; no other.
-	var calls []grCall
-	var text []string
-	for _, d := range done {
-		it, _ := d.(map[string]any)
-		switch it["type"] {
-		case "message", "reasoning":
-			text = append(text, grCompact(it))
-		case "function_call", "custom_tool_call":
-			c := grCall{custom: it["type"] == "custom_tool_call"}
-			c.callID, _ = it["call_id"].(string)
-			c.name, _ = it["name"].(string)
-			if c.custom {
-				c.args, _ = it["input"].(string)
-			} else {
-				c.args, _ = it["arguments"].(string)
-			}
-			calls = append(calls, c)
-		}
-	}
+	text, calls := grSplitItems(done)
 	var want []string
 	for i, it := range g.answers[0].items {
 		if (it.kind == grMessage || it.kind == grReasoning) && rs[0].doneAt[i] < rs[0].prefix {
@@ -1616,24 +1598,9 @@ func grCheckJSON(g *grScript, rs []*grRendered, e *grExpect, out []byte, err err
 			probs.add("id", "id %v", body["id"])
 		}
 		output, _ := body["output"].([]any)
-		var text, want []string
-		for _, o := range output {
-			it, _ := o.(map[string]any)
-			switch it["type"] {
-			case "message", "reasoning":
-				text = append(text, grCompact(it))
-			case "function_call", "custom_tool_call":
-				c := grCall{custom: it["type"] == "custom_tool_call"}
-				c.callID, _ = it["call_id"].(string)
-				c.name, _ = it["name"].(string)
-				if c.custom {
-					c.args, _ = it["input"].(string)
-				} else {
-					c.args, _ = it["arguments"].(string)
-				}
-				calls = append(calls, c)
-			}
-		}
+		text, itemCalls := grSplitItems(output)
+		calls = append(calls, itemCalls...)
+		var want []string
 		for i, it := range g.answers[0].items {
 			if it.kind == grMessage || it.kind == grReasoning {
 				var v any
@@ -1848,3 +1815,26 @@ func grFuzz(f *testing.F, chat bool) {
 func FuzzResponsesRounds(f *testing.F) { grFuzz(f, false) }
 
 func FuzzChatRounds(f *testing.F) { grFuzz(f, true) }
+
+// grSplitItems reads Responses output items: the text items (messages
+// and reasoning, compacted) and the calls, each in order.
+func grSplitItems(items []any) (text []string, calls []grCall) {
+	for _, o := range items {
+		it, _ := o.(map[string]any)
+		switch it["type"] {
+		case "message", "reasoning":
+			text = append(text, grCompact(it))
+		case "function_call", "custom_tool_call":
+			c := grCall{custom: it["type"] == "custom_tool_call"}
+			c.callID, _ = it["call_id"].(string)
+			c.name, _ = it["name"].(string)
+			if c.custom {
+				c.args, _ = it["input"].(string)
+			} else {
+				c.args, _ = it["arguments"].(string)
+			}
+			calls = append(calls, c)
+		}
+	}
+	return text, calls
+}
