@@ -31,32 +31,16 @@ var metrics = struct {
 		Namespace: "caddy", Subsystem: "llm_transform", Name: "rounds_total",
 		Help: "Upstream requests rules added to client requests (gateway rounds), by reason and outcome (answered, failed, client_gone).",
 	}, []string{"reason", "outcome"}),
-	tallies: map[string]*prometheus.CounterVec{
-		"preflight_invalid": prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "caddy", Subsystem: "llm_transform", Name: "preflight_invalid_total",
-			Help: "Upstream calls tools_preflight found invalid, by reason (unknown_tool, invalid_json, schema, markup).",
-		}, []string{"reason"}),
-		"preflight_repaired": prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "caddy", Subsystem: "llm_transform", Name: "preflight_repaired_total",
-			Help: "Invalid calls tools_preflight repaired before the client saw them, by how (code_fence, trailing_comma, name, markup, reask).",
-		}, []string{"reason"}),
-		"preflight_failed": prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "caddy", Subsystem: "llm_transform", Name: "preflight_failed_total",
-			Help: "Calls still invalid after tools_preflight's last re-ask, by the outcome configured (pass, drop, error).",
-		}, []string{"reason"}),
-		"defer_searches": prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "caddy", Subsystem: "llm_transform", Name: "defer_searches_total",
-			Help: "Tool searches tools_defer answered for the model, by outcome (found, none, no_round).",
-		}, []string{"reason"}),
-		"defer_tools_loaded": prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "caddy", Subsystem: "llm_transform", Name: "defer_tools_loaded_total",
-			Help: "Deferred tools tools_defer sent the upstream, by why (history, search).",
-		}, []string{"reason"}),
-		"preflight_dedup": prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "caddy", Subsystem: "llm_transform", Name: "preflight_dedup_total",
-			Help: "Calls tools_preflight removed as repeats of an earlier call of the same answer.",
-		}, []string{"reason"}),
-	},
+	// The events tools_preflight and tools_defer count (Exchange.Tally),
+	// each a counter of its own named after it, labelled by reason.
+	tallies: tallyCounters(map[string]string{
+		"preflight_invalid":  "Upstream calls tools_preflight found invalid, by reason (unknown_tool, invalid_json, schema, markup).",
+		"preflight_repaired": "Invalid calls tools_preflight repaired before the client saw them, by how (code_fence, trailing_comma, bom, name, markup, reask).",
+		"preflight_failed":   "Calls still invalid after tools_preflight's last re-ask, by the outcome configured (pass, drop, error).",
+		"preflight_dedup":    "Calls tools_preflight removed as repeats of an earlier call of the same answer.",
+		"defer_searches":     "Tool searches tools_defer answered for the model, by outcome (found, none, no_round, failed).",
+		"defer_tools_loaded": "Deferred tools tools_defer sent the upstream, by why (history, search).",
+	}),
 	ruleEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "caddy", Subsystem: "llm_transform", Name: "rule_events_total",
 		Help: "Events other transforms count (Exchange.Tally), by transform, event and label.",
@@ -115,15 +99,25 @@ func registerMetrics(reg prometheus.Registerer) error {
 		metrics.applications, metrics.converted, metrics.restored,
 		metrics.rejections, metrics.buffered, metrics.streamErrors, metrics.patchInvalid,
 		metrics.unexpected, metrics.dropped, metrics.argsUnrestored, metrics.rounds, metrics.ruleEvents,
-		metrics.tallies["preflight_invalid"], metrics.tallies["preflight_repaired"],
-		metrics.tallies["preflight_failed"], metrics.tallies["preflight_dedup"],
-		metrics.tallies["defer_searches"], metrics.tallies["defer_tools_loaded"],
 	} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return err
-			}
+		if err := register(reg, c); err != nil {
+			return err
+		}
+	}
+	for _, c := range metrics.tallies {
+		if err := register(reg, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// register adds c to reg; finding it there already is normal.
+func register(reg prometheus.Registerer, c prometheus.Collector) error {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			return err
 		}
 	}
 	return nil
@@ -170,4 +164,16 @@ func observeExchange(x *transforms.Exchange) {
 	for _, n := range x.CallBuffers() {
 		metrics.buffered.WithLabelValues("tool_call").Observe(float64(n))
 	}
+}
+
+// tallyCounters makes a counter, labelled by reason, for each event a
+// transform counts: caddy_llm_transform_<event>_total.
+func tallyCounters(help map[string]string) map[string]*prometheus.CounterVec {
+	m := make(map[string]*prometheus.CounterVec, len(help))
+	for event, h := range help {
+		m[event] = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "caddy", Subsystem: "llm_transform", Name: event + "_total", Help: h,
+		}, []string{"reason"})
+	}
+	return m
 }
