@@ -17,53 +17,75 @@ type ChatChunk struct {
 func ReadChatChunk(d []byte) ChatChunk {
 	c := ChatChunk{Content: jsonspan.NoSpan(), Reasoning: jsonspan.NoSpan(), Calls: jsonspan.NoSpan(),
 		Finish: jsonspan.NoSpan(), Usage: jsonspan.NoSpan(), Choices: jsonspan.NoSpan()}
+	// One choice's spans, kept when the choice turns out to be index 0
+	// (its index may come after its delta).
+	var content, reasoning, calls, finish jsonspan.Span
 	delta := func(k jsonspan.Span, v int) int {
 		e := jsonspan.SkipValue(d, v)
 		switch jsonspan.KeyName(d, k) {
 		case "content":
-			c.Content = jsonspan.Span{Start: v, End: e}
+			content = jsonspan.Span{Start: v, End: e}
 		case "reasoning_content":
-			c.Reasoning = jsonspan.Span{Start: v, End: e}
+			reasoning = jsonspan.Span{Start: v, End: e}
 		case "tool_calls":
-			c.Calls = jsonspan.Span{Start: v, End: e}
+			calls = jsonspan.Span{Start: v, End: e}
 		}
 		return e
 	}
+	choice := func(at int) int {
+		if d[at] != '{' {
+			return jsonspan.SkipValue(d, at)
+		}
+		content, reasoning, calls, finish = jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan(), jsonspan.NoSpan()
+		first := true
+		end := jsonspan.WalkMembers(d, at, func(k jsonspan.Span, v int) int {
+			switch jsonspan.KeyName(d, k) {
+			case "index":
+				e := jsonspan.SkipValue(d, v)
+				first = e > v && string(d[v:e]) == "0"
+				return e
+			case "delta":
+				if d[v] == '{' {
+					return jsonspan.WalkMembers(d, v, delta)
+				}
+			case "finish_reason":
+				e := jsonspan.SkipValue(d, v)
+				if e > v && !jsonspan.IsNull(d, jsonspan.Span{Start: v, End: e}) {
+					finish = jsonspan.Span{Start: v, End: e}
+				}
+				return e
+			}
+			return jsonspan.SkipValue(d, v)
+		})
+		if !first {
+			c.Others = true
+			return end
+		}
+		c.First = true
+		c.Content, c.Reasoning, c.Calls, c.Finish = content, reasoning, calls, finish
+		return end
+	}
 	jsonspan.WalkMembers(d, 0, func(k jsonspan.Span, v int) int {
-		e := jsonspan.SkipValue(d, v)
 		switch jsonspan.KeyName(d, k) {
 		case "choices":
-			c.Choices = jsonspan.Span{Start: v, End: e}
-			jsonspan.EachElement(d, v, func(el jsonspan.Span) bool {
-				idx := jsonspan.Lookup(d, el.Start, "index")
-				if idx.Start >= 0 && string(d[idx.Start:idx.End]) != "0" {
-					c.Others = true
-					return true
-				}
-				c.First = true
-				jsonspan.WalkMembers(d, el.Start, func(k2 jsonspan.Span, v2 int) int {
-					switch jsonspan.KeyName(d, k2) {
-					case "delta":
-						if d[v2] == '{' {
-							return jsonspan.WalkMembers(d, v2, delta)
-						}
-					case "finish_reason":
-						e2 := jsonspan.SkipValue(d, v2)
-						if !jsonspan.IsNull(d, jsonspan.Span{Start: v2, End: e2}) {
-							c.Finish = jsonspan.Span{Start: v2, End: e2}
-						}
-						return e2
-					}
-					return jsonspan.SkipValue(d, v2)
-				})
-				return true
-			})
+			e := -1
+			if d[v] == '[' {
+				e = jsonspan.WalkElements(d, v, choice)
+			} else {
+				e = jsonspan.SkipValue(d, v)
+			}
+			if e > v {
+				c.Choices = jsonspan.Span{Start: v, End: e}
+			}
+			return e
 		case "usage":
-			if !jsonspan.IsNull(d, jsonspan.Span{Start: v, End: e}) {
+			e := jsonspan.SkipValue(d, v)
+			if e > v && !jsonspan.IsNull(d, jsonspan.Span{Start: v, End: e}) {
 				c.Usage = jsonspan.Span{Start: v, End: e}
 			}
+			return e
 		}
-		return e
+		return jsonspan.SkipValue(d, v)
 	})
 	return c
 }

@@ -35,6 +35,17 @@ func newJoiner(x *Exchange, i int, p Protocol) StreamTransform {
 	return nil
 }
 
+// CallsShown is what the Chat stream stage of a rule that takes rounds
+// may implement when it numbers the calls it hands the client itself
+// (0 to n-1 in each answer): how many calls of the current answer the
+// client got so far, and which answer that is (the rounds sent before it
+// began: 0 for the upstream's first answer). The joiner then takes the
+// count from the stage rather than reading every chunk for its calls'
+// indexes.
+type CallsShown interface {
+	CallsShown() (answer int, calls int64)
+}
+
 // asked reports whether rule i asked for a round not yet sent.
 func (x *Exchange) asked(i int) bool { return x.round != nil && x.round.rule == i }
 
@@ -359,6 +370,7 @@ type chatJoin struct {
 	usageSent bool
 	calls     bool // the client saw a call
 	roleSent  bool // the client got the role
+	shown     CallsShown
 	// What a round that asked for another left out, owed to the client
 	// if no later round answers: its finish_reason and [DONE].
 	owedFinish []byte
@@ -378,6 +390,13 @@ func (j *chatJoin) Event(ev *Event, emit Emit) error {
 			j.base[c] += k
 		}
 		clear(j.seen)
+	}
+	if j.shown != nil && j.round == 0 {
+		// The stage's count of the first answer's calls (later answers'
+		// chunks are read in rewrite).
+		if answer, n := j.shown.CallsShown(); answer == 0 && n > j.seen[0] {
+			j.seen[0], j.calls = n, true
+		}
 	}
 	if bytes.Equal(bytes.TrimSpace(d), doneData) {
 		if j.x.asked(j.rule) {
@@ -403,7 +422,7 @@ func (j *chatJoin) Event(ev *Event, emit Emit) error {
 		}
 	}
 	if j.round == 0 && !j.x.asked(j.rule) {
-		if bytes.Contains(d, []byte(`"tool_calls"`)) {
+		if j.shown == nil && bytes.Contains(d, []byte(`"tool_calls"`)) {
 			j.count(d)
 		}
 		if !j.roleSent && bytes.Contains(d, []byte(`"role"`)) {
@@ -425,16 +444,16 @@ func (j *chatJoin) count(d []byte) {
 	if c.Calls.Start < 0 || d[c.Calls.Start] != '[' {
 		return
 	}
-	jsonspan.EachElement(d, c.Calls.Start, func(el jsonspan.Span) bool {
-		if d[el.Start] != '{' {
-			return true
+	jsonspan.WalkElements(d, c.Calls.Start, func(at int) int {
+		if d[at] != '{' {
+			return jsonspan.SkipValue(d, at)
 		}
-		f, _ := ReadChatFragment(d, el.Start)
+		f, end := ReadChatFragment(d, at)
 		j.calls = true
 		if f.HasIndex && f.Index+1 > j.seen[0] {
 			j.seen[0] = f.Index + 1
 		}
-		return true
+		return end
 	})
 }
 

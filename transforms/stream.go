@@ -145,11 +145,15 @@ func (s *Stream) newStages(dst []StreamTransform, from, to int) []StreamTransfor
 			continue
 		}
 		x.at(i, true)
-		if st := r.resp.NewStream(x); st != nil {
+		st := r.resp.NewStream(x)
+		if st != nil {
 			dst = append(dst, newTracked(x, r, i, st))
 		}
 		if x.roundTaker(i) {
 			if j := newJoiner(x, i, x.protos[i]); j != nil {
+				if cj, ok := j.(*chatJoin); ok {
+					cj.shown, _ = st.(CallsShown)
+				}
 				t := newTracked(x, r, i, j)
 				t.joiner = true
 				dst = append(dst, t)

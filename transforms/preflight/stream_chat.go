@@ -40,8 +40,9 @@ type chatHeld struct {
 	id      string
 	name    string
 	custom  bool     // a custom tool's call: its input is freeform
-	args    []byte   // escaped, as streamed
+	args    []byte // escaped, as streamed
 	chunks  [][]byte // the chunks that carry it, as they came
+	block   []byte   // where the next chunk is copied
 	v       verdict
 	checked bool
 	out     bool // handed to the client
@@ -136,6 +137,10 @@ func (s *chatStage) Event(ev *transforms.Event, emit transforms.Emit) error {
 	return emit(&transforms.Event{Data: rest})
 }
 
+// CallsShown tells the engine's joiner how many calls of this answer the
+// client got: out numbers them 0 to released-1.
+func (s *chatStage) CallsShown() (int, int64) { return s.round, s.released }
+
 // begin starts the stream's next answer.
 func (s *chatStage) begin(n int) {
 	s.round = n
@@ -166,19 +171,29 @@ func (s *chatStage) bare(d []byte, c transforms.ChatChunk) []byte {
 // chunk that carries one call's entry and nothing else is held as it
 // came; the entries of any other chunk are held as chunks of their own.
 func (s *chatStage) fragments(d []byte, c transforms.ChatChunk, pure bool, emit transforms.Emit) error {
-	var frags []jsonspan.Span
-	jsonspan.EachElement(d, c.Calls.Start, func(el jsonspan.Span) bool {
-		frags = append(frags, el)
-		return true
+	type frag struct {
+		el jsonspan.Span
+		f  transforms.ChatFragment
+	}
+	var one [1]frag
+	frags := one[:0]
+	n := 0
+	jsonspan.WalkElements(d, c.Calls.Start, func(at int) int {
+		n++
+		if d[at] != '{' {
+			return jsonspan.SkipValue(d, at)
+		}
+		f, end := transforms.ReadChatFragment(d, at)
+		if end > at {
+			frags = append(frags, frag{jsonspan.Span{Start: at, End: end}, f})
+		}
+		return end
 	})
-	if len(frags) != 1 {
+	if n != 1 {
 		pure = false
 	}
-	for _, el := range frags {
-		if d[el.Start] != '{' {
-			continue
-		}
-		f, _ := transforms.ReadChatFragment(d, el.Start)
+	for _, fr := range frags {
+		el, f := fr.el, fr.f
 		h := s.open
 		if f.HasIndex && (h == nil || h.idx != f.Index) {
 			h = nil
@@ -208,13 +223,27 @@ func (s *chatStage) fragments(d []byte, c transforms.ChatChunk, pure bool, emit 
 		h.custom = h.custom || f.Custom
 		h.args = append(h.args, f.Args...)
 		if pure {
-			h.chunks = append(h.chunks, bytes.Clone(d))
+			h.hold(d)
 		} else {
-			h.chunks = append(h.chunks, s.fragmentChunk(d[el.Start:el.End]))
+			h.hold(s.fragmentChunk(d[el.Start:el.End]))
 		}
 	}
 	return nil
 }
+
+// hold keeps a chunk of the call, copied: the stream's buffer is reused.
+// Chunks are copied into blocks of holdBlock bytes rather than taking an
+// allocation each (a call streams in thousands of small chunks).
+func (h *chatHeld) hold(chunk []byte) {
+	if cap(h.block)-len(h.block) < len(chunk) {
+		h.block = make([]byte, 0, max(holdBlock, len(chunk)))
+	}
+	n := len(h.block)
+	h.block = append(h.block, chunk...)
+	h.chunks = append(h.chunks, h.block[n:len(h.block):len(h.block)])
+}
+
+const holdBlock = 16 << 10
 
 // fragmentChunk is a chunk that carries one tool_calls entry.
 func (s *chatStage) fragmentChunk(frag []byte) []byte {
@@ -445,7 +474,7 @@ func (s *chatStage) resolveText(emit transforms.Emit) error {
 			for k, lc := range calls {
 				esc := jsonspan.AppendString(nil, lc.Args)
 				h := &chatHeld{idx: next + int64(k), id: leakedID(), name: lc.Name, args: esc[1 : len(esc)-1]}
-				h.chunks = [][]byte{s.fragmentChunk(s.leakedEntry(h))}
+				h.hold(s.fragmentChunk(s.leakedEntry(h)))
 				s.calls = append(s.calls, h)
 			}
 		}
