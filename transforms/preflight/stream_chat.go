@@ -40,7 +40,7 @@ type chatHeld struct {
 	id      string
 	name    string
 	custom  bool     // a custom tool's call: its input is freeform
-	args    []byte // escaped, as streamed
+	args    []byte   // escaped, as streamed
 	chunks  [][]byte // the chunks that carry it, as they came
 	block   []byte   // where the next chunk is copied
 	v       verdict
