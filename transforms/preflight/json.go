@@ -32,9 +32,13 @@ func (p *Preflight) responsesBody(x *transforms.Exchange, rec *record, body []by
 		return body, nil
 	}
 	a := p.beginAnswer(x, rec)
-	leaked := rec.leakResponses(x, body)
-	body = leaked
-	out = jsonspan.Lookup(body, 0, "output")
+	leaked := body
+	if p.markup(x) {
+		if leaked = rec.leakResponses(x, body, out); !jsonspan.SameSlice(leaked, body) {
+			body = leaked
+			out = jsonspan.Lookup(body, 0, "output")
+		}
+	}
 	// Only a completed answer is asked again: one cut at its limit would
 	// be cut again, a failed one has nothing to mend.
 	st := jsonspan.Lookup(body, 0, "status")
@@ -184,7 +188,9 @@ func (p *Preflight) chatBody(x *transforms.Exchange, rec *record, body []byte) (
 		return body, nil // not one choice with a message: not checked
 	}
 	orig := body
-	if body = rec.leakChat(x, body, cp.ch, cp.msg); !jsonspan.SameSlice(body, orig) {
+	if !p.markup(x) {
+		// Markup is not looked for.
+	} else if body = rec.leakChat(x, body, cp.ch, cp.msg); !jsonspan.SameSlice(body, orig) {
 		if cp, ok = parseChat(body); !ok {
 			return orig, nil
 		}

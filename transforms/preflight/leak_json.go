@@ -10,9 +10,8 @@ import (
 
 // leakResponses returns the body with each message's markup turned into
 // function_call items after it, or body itself when there is none.
-func (rec *record) leakResponses(x *transforms.Exchange, body []byte) []byte {
-	out := jsonspan.Lookup(body, 0, "output")
-	if out.Start < 0 || body[out.Start] != '[' || !mayOpen(body[out.Start:out.End]) {
+func (rec *record) leakResponses(x *transforms.Exchange, body []byte, out jsonspan.Span) []byte {
+	if !mayOpen(body[out.Start:out.End]) {
 		return body
 	}
 	arr := []byte{'['}

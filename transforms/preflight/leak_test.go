@@ -208,7 +208,8 @@ func TestJSONMarkupBecomesCalls(t *testing.T) {
 	t.Run("responses", func(t *testing.T) {
 		req := strings.Replace(responsesReq, `"stream":true`, `"stream":false`, 1)
 		up, _ := script(`{"id":"resp_1","object":"response","status":"completed","output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":` + jsonString("On it.\n"+markup) + `,"annotations":[]}]}],"usage":` + usage1 + `}`)
-		x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolResponses, []byte(req))
+		// A Responses upstream's text is searched with markup on.
+		x := tt.Begin(t, tt.Chain(t, `[{"transform":"tools_preflight","config":{"markup":"on"}}]`), transforms.ProtocolResponses, []byte(req))
 		out, _, err := tt.RunJSON(t, x, []byte(req), up)
 		if err != nil {
 			t.Fatal(err)
@@ -228,6 +229,33 @@ func TestJSONMarkupBecomesCalls(t *testing.T) {
 		}
 		if m.Output[0].Content[0].Text != "On it.\n" || m.Output[1].Type != "function_call" || m.Output[1].Name != "read_file" || m.Output[1].Arguments != `{"path":"a.txt","limit":10}` {
 			t.Fatalf("%s", out)
+		}
+	})
+}
+
+// TestJSONMarkupFollowsTheOption: a complete answer's text is searched
+// where a stream's is: not under markup off, and not in a Responses
+// upstream's answer under auto; the body then passes as it came.
+func TestJSONMarkupFollowsTheOption(t *testing.T) {
+	markup := "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a.txt\"}}\n</tool_call>"
+	t.Run("chat/off", func(t *testing.T) {
+		req := strings.Replace(chatReq, `"stream":true`, `"stream":false`, 1)
+		answer := `{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":` + jsonString("On it.\n"+markup) + `},"finish_reason":"stop"}],"usage":` + chatUsage1 + `}`
+		up, _ := script(answer)
+		x := tt.Begin(t, tt.Chain(t, `[{"transform":"tools_preflight","config":{"markup":"off"}}]`), transforms.ProtocolChat, []byte(req))
+		out, _, err := tt.RunJSON(t, x, []byte(req), up)
+		if err != nil || string(out) != answer {
+			t.Fatalf("%v\n%s\nwant\n%s", err, out, answer)
+		}
+	})
+	t.Run("responses/auto", func(t *testing.T) {
+		req := strings.Replace(responsesReq, `"stream":true`, `"stream":false`, 1)
+		answer := `{"id":"resp_1","object":"response","status":"completed","output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":` + jsonString("On it.\n"+markup) + `,"annotations":[]}]}],"usage":` + usage1 + `}`
+		up, _ := script(answer)
+		x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolResponses, []byte(req))
+		out, _, err := tt.RunJSON(t, x, []byte(req), up)
+		if err != nil || string(out) != answer {
+			t.Fatalf("%v\n%s\nwant\n%s", err, out, answer)
 		}
 	})
 }

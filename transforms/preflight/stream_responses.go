@@ -56,13 +56,29 @@ type responsesStage struct {
 // heldCall is one call's events, held until it is checked.
 type heldCall struct {
 	events []transforms.Event // copies, from output_item.added on
+	block  []byte             // where the next event is copied
 	done   []byte             // the item, done
 	f      fields
 	v      verdict
 }
 
-func copyEvent(ev *transforms.Event) transforms.Event {
-	return transforms.Event{Name: bytes.Clone(ev.Name), Data: bytes.Clone(ev.Data)}
+// hold keeps a copy of one of the call's events (the stream's buffer is
+// reused), in blocks of holdBlock bytes rather than two allocations an
+// event: a call streams in thousands of small deltas.
+func (h *heldCall) hold(ev *transforms.Event) {
+	if n := len(ev.Name) + len(ev.Data); cap(h.block)-len(h.block) < n {
+		h.block = make([]byte, 0, max(holdBlock, n))
+	}
+	h.events = append(h.events, transforms.Event{Name: h.copy(ev.Name), Data: h.copy(ev.Data)})
+}
+
+func (h *heldCall) copy(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	n := len(h.block)
+	h.block = append(h.block, b...)
+	return h.block[n:len(h.block):len(h.block)]
 }
 
 // Handles tells the engine which events the stage needs: calls and the
@@ -144,7 +160,7 @@ func (s *responsesStage) Event(ev *transforms.Event, emit transforms.Emit) error
 		return nil
 	case s.held[o] != nil:
 		h := s.held[o]
-		h.events = append(h.events, copyEvent(ev))
+		h.hold(ev)
 		return nil
 	}
 	return emit(ev)
@@ -180,7 +196,9 @@ func (s *responsesStage) added(ev *transforms.Event, emit transforms.Emit) error
 		if s.held == nil {
 			s.held = map[int]*heldCall{}
 		}
-		s.held[o] = &heldCall{events: []transforms.Event{copyEvent(ev)}}
+		h := &heldCall{}
+		h.hold(ev)
+		s.held[o] = h
 		return nil
 	case s.a.repair:
 		if s.hidden == nil {
