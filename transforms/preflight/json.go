@@ -49,21 +49,26 @@ func (p *Preflight) responsesBody(x *transforms.Exchange, rec *record, body []by
 		call bool
 	}
 	var items []item
-	jsonspan.EachElement(body, out.Start, func(el jsonspan.Span) bool {
-		it := item{el: el}
-		if body[el.Start] == '{' && isCallItem(body, el.Start) {
-			f := callFields(body, el.Start)
-			switch f.typ {
-			case "function_call":
-				v := a.judge(f.ns, f.name, f.args)
-				it.v, it.call = &v, true
-			case "custom_tool_call":
-				v := a.judge(f.ns, f.name, nil)
-				it.v, it.call = &v, true
-			}
+	// One walk of the output: a call item's fields are read while its end
+	// is found.
+	jsonspan.WalkElements(body, out.Start, func(at int) int {
+		if body[at] != '{' || !isCallItem(body, at) {
+			e := jsonspan.SkipValue(body, at)
+			items = append(items, item{el: jsonspan.Span{Start: at, End: e}})
+			return e
+		}
+		f, e := callFieldsEnd(body, at)
+		it := item{el: jsonspan.Span{Start: at, End: e}}
+		switch f.typ {
+		case "function_call":
+			v := a.judge(f.ns, f.name, f.args)
+			it.v, it.call = &v, true
+		case "custom_tool_call":
+			v := a.judge(f.ns, f.name, nil)
+			it.v, it.call = &v, true
 		}
 		items = append(items, it)
-		return true
+		return e
 	})
 	changed := a.repair || !jsonspan.SameSlice(leaked, orig)
 	for _, it := range items {
@@ -149,9 +154,23 @@ type fields struct {
 }
 
 func callFields(doc []byte, at int) fields {
-	var f fields
 	var sp [5]jsonspan.Span
-	jsonspan.ObjectFields(doc, at, []string{"type", "namespace", "name", "call_id", "arguments"}, sp[:])
+	jsonspan.ObjectFields(doc, at, callFieldNames, sp[:])
+	return readCallFields(doc, sp)
+}
+
+// callFieldsEnd is callFields that also returns the index just past the
+// item (negative when it is malformed), in the same walk.
+func callFieldsEnd(doc []byte, at int) (fields, int) {
+	var sp [5]jsonspan.Span
+	end := jsonspan.ObjectFieldsEnd(doc, at, callFieldNames, sp[:])
+	return readCallFields(doc, sp), end
+}
+
+var callFieldNames = []string{"type", "namespace", "name", "call_id", "arguments"}
+
+func readCallFields(doc []byte, sp [5]jsonspan.Span) fields {
+	var f fields
 	f.typ, _ = jsonspan.StringValue(doc, sp[0])
 	f.ns, _ = jsonspan.StringValue(doc, sp[1])
 	f.name, _ = jsonspan.StringValue(doc, sp[2])
