@@ -66,6 +66,7 @@ var (
 	pfUp            *httptest.Server
 	pfA, pfB        *proc
 	pfPlain, pfOnly *proc
+	pfBrA, pfBrB    *proc
 	pfCases         = map[string]*tableStream{} // written before pfUp starts
 	pfJSON          = map[string][]byte{}       // "responses", "chat"
 	pfReasks        atomic.Int64                // re-asks the upstream answered
@@ -204,6 +205,8 @@ func setupPreflight(b *testing.B) {
 		pfUp = httptest.NewServer(http.HandlerFunc(servePreflightUpstream))
 		up := strings.TrimPrefix(pfUp.URL, "http://")
 		chain := "\t\trule field_custom_tools_to_function {\n\t\t\tnames *\n\t\t}\n"
+		// Codex on DeepSeek, as the README's canonical bridge chain.
+		bridge := "\t\trule tools_plan {\n\t\t\tprofile deepseek\n\t\t}\n\t\trule responses_to_chat {\n\t\t\tprofile deepseek\n\t\t}\n"
 		for _, s := range []struct {
 			p     **proc
 			name  string
@@ -213,12 +216,14 @@ func setupPreflight(b *testing.B) {
 			{&pfB, "pfB", "\tllm_transform {\n\t\trule tools_preflight\n" + chain + "\t}\n\treverse_proxy " + up},
 			{&pfPlain, "pfPlain", "\treverse_proxy " + up},
 			{&pfOnly, "pfOnly", "\tllm_transform {\n\t\trule tools_preflight\n\t}\n\treverse_proxy " + up},
+			{&pfBrA, "pfBrA", "\tllm_transform {\n" + bridge + "\t}\n\treverse_proxy " + up},
+			{&pfBrB, "pfBrB", "\tllm_transform {\n\t\trule tools_preflight\n" + bridge + "\t}\n\treverse_proxy " + up},
 		} {
 			if *s.p, pfErr = startCaddy(s.name, s.route); pfErr != nil {
 				return
 			}
 		}
-		pfErr = pin(os.Getpid(), pfA, pfB, pfPlain, pfOnly)
+		pfErr = pin(os.Getpid(), pfA, pfB, pfPlain, pfOnly, pfBrA, pfBrB)
 	})
 	if pfErr != nil {
 		b.Fatal(pfErr)
@@ -232,6 +237,10 @@ func setupPreflight(b *testing.B) {
 func servePreflightUpstream(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	kase := r.Header.Get("X-Bench-Case")
+	kase, _ = strings.CutSuffix(kase, "bridge") // the bridged rows' upstream is the Chat one's
+	if kase == "" || kase == "json:" {
+		kase += "chat"
+	}
 	if kind, ok := strings.CutPrefix(kase, "json:"); ok {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(pfJSON[kind])
@@ -272,6 +281,25 @@ func pfCompleted(out []byte) (map[string]int, gjson.Result, error) {
 		return nil, last, fmt.Errorf("the stream ends with %s; counts %v", typ, count)
 	}
 	return count, last.Get("response"), nil
+}
+
+// pfCheckBridged checks the output of the Chat answer bridged for Codex:
+// the reasoning, the text, apply_patch as a custom tool call holding the
+// patch, and exec_command with its arguments as the upstream sent them.
+func pfCheckBridged(r gjson.Result, exec string) error {
+	if got := fmt.Sprint(r.Get("output.#.type").Value()); got != "[reasoning message custom_tool_call function_call]" {
+		return fmt.Errorf("output %s", got)
+	}
+	if r.Get("output.1.content.0.text").String() != bridgeText.content {
+		return errors.New("the message does not hold the text")
+	}
+	if c := r.Get("output.2"); c.Get("name").String() != "apply_patch" || c.Get("input").String() != gjson.Get(bridgeText.patch, "input").String() {
+		return fmt.Errorf("the custom call is not apply_patch with the patch: %.200s", c.Raw)
+	}
+	if c := r.Get("output.3"); c.Get("name").String() != "exec_command" || c.Get("arguments").String() != exec {
+		return fmt.Errorf("the function call is not exec_command with its arguments: %.300s", c.Raw)
+	}
+	return nil
 }
 
 // pfCheckOutput checks a Responses answer's output: the message with the
@@ -376,6 +404,9 @@ func (r pfRow) run(b *testing.B, mode string) {
 			streamsB.Add(1)
 		}
 		out, err := get(p, r.path, r.kind, m, r.body)
+		if err == nil && strings.HasSuffix(r.kind, "bridge") && len(out) == len(want[p]) {
+			return nil // the bridge's ids are new on every request
+		}
 		if err == nil && !bytes.Equal(out, want[p]) {
 			err = fmt.Errorf("%s: %d bytes differ from the checked answer's %d", p.name, len(out), len(want[p]))
 		}
@@ -401,10 +432,13 @@ func (r pfRow) measure(b *testing.B, mode string, stream func(p *proc, mode stri
 func BenchmarkPreflightStream(b *testing.B) {
 	setupPreflight(b)
 	_, _, text := pfResponsesEvents("1", 500, nil)
-	for _, kind := range []string{"responses", "chat", "repair"} {
+	for _, kind := range []string{"responses", "chat", "bridge", "repair"} {
 		for _, mode := range tableUpstreams() {
 			b.Run(kind+"/"+mode, func(b *testing.B) {
 				t := pfCases[kind]
+				if kind == "bridge" {
+					t = pfCases["chat"]
+				}
 				r := pfRow{name: "preflight/" + kind + "/" + mode, kind: kind, pa: pfA, pb: pfB,
 					path: responsesPath, body: pfResponsesBody, events: len(t.evs), unit: "event"}
 				switch kind {
@@ -424,6 +458,15 @@ func BenchmarkPreflightStream(b *testing.B) {
 						}
 						if err == nil && (bytes.Contains(out, []byte("call_pf_bad")) || bytes.Contains(out, []byte("msg_2"))) {
 							err = errors.New("the client saw the invalid call or the re-ask's message")
+						}
+						return err
+					}
+				case "bridge":
+					r.pa, r.pb, r.unit = pfBrA, pfBrB, "chunk"
+					r.check = func(p *proc, out []byte) error {
+						_, resp, err := pfCompleted(out)
+						if err == nil {
+							err = pfCheckBridged(resp, bridgeText.exec)
 						}
 						return err
 					}
@@ -452,7 +495,7 @@ func BenchmarkPreflightStream(b *testing.B) {
 func BenchmarkPreflightJSON(b *testing.B) {
 	setupPreflight(b)
 	_, _, text := pfResponsesEvents("1", 500, nil)
-	for _, kind := range []string{"responses", "chat"} {
+	for _, kind := range []string{"responses", "chat", "bridge"} {
 		b.Run(kind, func(b *testing.B) {
 			r := pfRow{name: "preflight/json/" + kind, kind: "json:" + kind, pa: pfA, pb: pfB,
 				path: responsesPath, body: pfResponsesJSONBody, events: 1, unit: "response",
@@ -462,6 +505,15 @@ func BenchmarkPreflightJSON(b *testing.B) {
 					}
 					return pfCheckOutput(gjson.ParseBytes(out), text, pfValidCalls)
 				}}
+			if kind == "bridge" {
+				r.pa, r.pb = pfBrA, pfBrB
+				r.check = func(p *proc, out []byte) error {
+					if !gjson.ValidBytes(out) {
+						return fmt.Errorf("not JSON: %.200s", out)
+					}
+					return pfCheckBridged(gjson.ParseBytes(out), pfExecArgs)
+				}
+			}
 			if kind == "chat" {
 				r.pa, r.pb, r.path, r.body = pfPlain, pfOnly, chatPath, pfChatJSONBody
 				r.check = func(p *proc, out []byte) error {
