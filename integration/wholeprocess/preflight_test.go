@@ -19,7 +19,7 @@ import (
 	tt "github.com/llmtransform/caddy-llm-transform/transforms/transformtest"
 )
 
-// The tools_preflight benchmarks have four processes and an upstream of
+// The tools_preflight benchmarks have six processes and an upstream of
 // their own:
 //
 //   - pfA, the Codex chain of the other rows (`field_custom_tools_to_function
@@ -28,7 +28,8 @@ import (
 //     ten tools, apply_patch a custom tool, exec_command's ten-member schema);
 //   - pfPlain, a plain reverse_proxy (the empty chain), and pfOnly,
 //     `tools_preflight` alone, both sent a Chat request declaring the same
-//     tools as functions.
+//     tools as functions;
+//   - pfBrA and pfBrB, Codex behind responses_to_chat (the bridge rows).
 //
 // Each row compares a process with tools_preflight (B) against the same
 // chain without it (A), in the stream table's rounds (see
@@ -45,6 +46,10 @@ import (
 //     1,939-chunk DeepSeek-style Chat stream (reasoning, text, apply_patch
 //     and exec_command in 12-byte pieces), plain against tools_preflight
 //     alone. Target ≤ 1.1×.
+//   - BenchmarkPreflightStream/bridge/<upstream>: Codex's request through
+//     the canonical DeepSeek chain (tools_plan and responses_to_chat,
+//     profile deepseek) without (pfBrA) and with tools_preflight first
+//     (pfBrB), answered with the chat row's stream. Target ≤ 1.1×.
 //   - BenchmarkPreflightStream/repair/<upstream>: the Responses stream with
 //     its write_stdin call invalid (session_id missing, yield_time_ms a
 //     string). A hands the invalid call on; B holds it, asks the model again
