@@ -3,6 +3,7 @@ package preflight_test
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -283,5 +284,41 @@ func TestChatStreamValidFirstAnswerPassesUnchanged(t *testing.T) {
 		if len(sent) != 1 || out != answer {
 			t.Fatalf("chunk %d: %d requests; client bytes\n%s\n--- want\n%s", n, len(sent), out, answer)
 		}
+	}
+}
+
+// TestStreamRepairedCallKeepsItsItem: a call handed on repaired (here a
+// namespaced call whose arguments end in a trailing comma) is announced
+// with its whole item, namespace included, in progress with empty
+// arguments, and completed with the repaired arguments.
+func TestStreamRepairedCallKeepsItsItem(t *testing.T) {
+	req := `{"model":"m","stream":true,"input":"read a.txt","tools":[{"type":"namespace","name":"mcp__fs","description":"Files","tools":[{"type":"function","name":"read_file","parameters":` + readFileSchema + `}]}]}`
+	args := `{"path":"a.txt","limit":10,}`
+	call := `{"type":"function_call","id":"fc_1","call_id":"call_1","namespace":"mcp__fs","name":"read_file","arguments":` + jsonString(args) + `,"status":"completed"}`
+	answer := seqSSE(
+		`{"type":"response.created","sequence_number":"SEQ","response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}`,
+		`{"type":"response.output_item.added","sequence_number":"SEQ","output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","namespace":"mcp__fs","name":"read_file","arguments":"","status":"in_progress"}}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":"SEQ","item_id":"fc_1","output_index":0,"delta":`+jsonString(args)+`}`,
+		`{"type":"response.function_call_arguments.done","sequence_number":"SEQ","item_id":"fc_1","output_index":0,"arguments":`+jsonString(args)+`}`,
+		`{"type":"response.output_item.done","sequence_number":"SEQ","output_index":0,"item":`+call+`}`,
+		`{"type":"response.completed","sequence_number":"SEQ","response":{"id":"resp_1","object":"response","status":"completed","output":[`+call+`],"usage":`+usage1+`}}`,
+	)
+	up, _ := script(answer)
+	x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolResponses, []byte(req))
+	out, sent := tt.RunStream(t, x, []byte(req), up, 4096)
+	if len(sent) != 1 {
+		t.Fatalf("upstream got %d requests, want 1", len(sent))
+	}
+	fixed := `{"type":"function_call","id":"fc_1","call_id":"call_1","namespace":"mcp__fs","name":"read_file","arguments":` + jsonString(`{"path":"a.txt","limit":10}`) + `,"status":"completed"}`
+	want := seqSSE(
+		`{"type":"response.created","sequence_number":"SEQ","response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}`,
+		`{"type":"response.output_item.added","sequence_number":"SEQ","output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","namespace":"mcp__fs","name":"read_file","arguments":"","status":"in_progress"}}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":"SEQ","item_id":"fc_1","output_index":0,"delta":`+jsonString(`{"path":"a.txt","limit":10}`)+`}`,
+		`{"type":"response.function_call_arguments.done","sequence_number":"SEQ","item_id":"fc_1","output_index":0,"arguments":`+jsonString(`{"path":"a.txt","limit":10}`)+`}`,
+		`{"type":"response.output_item.done","sequence_number":"SEQ","output_index":0,"item":`+fixed+`}`,
+		`{"type":"response.completed","sequence_number":"SEQ","response":{"id":"resp_1","object":"response","status":"completed","output":[`+fixed+`],"usage":`+usage1+`}}`,
+	)
+	if got, w := tt.Events(t, out), tt.Events(t, want); !reflect.DeepEqual(got, w) {
+		t.Fatalf("client stream:\n%s\n--- want\n%s", out, want)
 	}
 }

@@ -318,8 +318,9 @@ func (s *responsesStage) emitRepaired(h *heldCall, o int, emit transforms.Emit) 
 	return s.emitDone(h, item, emit)
 }
 
-// addedEvent is the output_item.added event of a custom tool's call item
-// the stage hands on repaired: the item in progress, its input empty.
+// addedEvent is the output_item.added event of a call item the stage
+// hands on repaired or made: the item, every member kept (a namespace
+// too), in progress, its input or arguments empty.
 func addedEvent(item []byte, o int) transforms.Event {
 	added := []byte(`{"type":"response.output_item.added","sequence_number":0,"output_index":`)
 	added = strconv.AppendInt(added, int64(o), 10)
@@ -329,6 +330,9 @@ func addedEvent(item []byte, o int) transforms.Event {
 		switch {
 		case m.KeyIs(item, "input"):
 			w.Key("input")
+			w.B = append(w.B, `""`...)
+		case m.KeyIs(item, "arguments"):
+			w.Key("arguments")
 			w.B = append(w.B, `""`...)
 		case m.KeyIs(item, "status"):
 			w.Key("status")
@@ -614,16 +618,7 @@ func (s *responsesStage) leakedCalls(lk *leak, emit transforms.Emit) error {
 func (s *responsesStage) callEvents(item []byte, o int) []transforms.Event {
 	f := callFields(item, 0)
 	id, _ := jsonspan.StringValue(item, jsonspan.Lookup(item, 0, "id"))
-	added := []byte(`{"type":"response.output_item.added","sequence_number":0,"output_index":`)
-	added = strconv.AppendInt(added, int64(o), 10)
-	added = append(added, `,"item":{"type":"function_call","id":`...)
-	added = jsonspan.AppendStringStr(added, id)
-	added = append(added, `,"call_id":`...)
-	added = jsonspan.AppendStringStr(added, f.callID)
-	added = append(added, `,"name":`...)
-	added = jsonspan.AppendStringStr(added, f.name)
-	added = append(added, `,"arguments":"","status":"in_progress"}}`...)
-	evs := []transforms.Event{{Name: []byte("response.output_item.added"), Data: added}}
+	evs := []transforms.Event{addedEvent(item, o)}
 	for _, kind := range []string{"delta", "done"} {
 		e := []byte(`{"type":"response.function_call_arguments.` + kind + `","sequence_number":0,"item_id":`)
 		e = jsonspan.AppendStringStr(e, id)
