@@ -9,6 +9,7 @@ import (
 	"maps"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/llmtransform/caddy-llm-transform/transforms"
@@ -43,11 +44,27 @@ func key(ns, name string) string {
 // readTools reads the tool declarations of a request body in proto: the
 // Responses shapes (flat functions, custom tools, namespaces holding
 // either) and Chat's nested ones.
+//
+// A client sends the same tools with every turn, so the index of a tools
+// array is kept across requests (see indexCache), built from a copy of
+// its bytes: it is only read once built, and its schemas compile once.
 func readTools(body []byte, proto transforms.Protocol) *toolIndex {
-	ix := &toolIndex{kinds: map[string]toolKind{}, schemas: newSchemaSet(), raw: map[string][]byte{}}
 	tools := jsonspan.Lookup(body, 0, "tools")
-	if tools.Start >= 0 && body[tools.Start] == '[' {
-		ix.read(body, tools.Start, "", proto)
+	if tools.Start < 0 || body[tools.Start] != '[' {
+		return buildIndex(nil, proto)
+	}
+	raw := body[tools.Start:tools.End]
+	if len(raw) > maxIndexedTools {
+		return buildIndex(raw, proto)
+	}
+	return indexCache.get(raw, proto)
+}
+
+// buildIndex reads a tools array (nil for none).
+func buildIndex(tools []byte, proto transforms.Protocol) *toolIndex {
+	ix := &toolIndex{kinds: map[string]toolKind{}, schemas: newSchemaSet(), raw: map[string][]byte{}}
+	if tools != nil {
+		ix.read(tools, 0, "", proto)
 	}
 	var top []string
 	for _, n := range ix.list {
@@ -56,6 +73,53 @@ func readTools(body []byte, proto transforms.Protocol) *toolIndex {
 		}
 	}
 	ix.names = newNameIndex(top)
+	return ix
+}
+
+// indexCache keeps the indexes of the tools arrays requests declared, by
+// protocol and bytes, within a budget of bytes; past it, about half goes.
+var indexCache = toolIndexCache{m: map[string]*toolIndex{}}
+
+const (
+	maxIndexedTools = 4 << 20  // a larger tools array is read for its request only
+	maxIndexBytes   = 32 << 20 // the cache's budget: its keys and the index's copies, summed
+)
+
+type toolIndexCache struct {
+	sync.Mutex
+	m     map[string]*toolIndex // by the protocol's byte, then the array
+	bytes int
+}
+
+func (c *toolIndexCache) get(tools []byte, proto transforms.Protocol) *toolIndex {
+	key := make([]byte, 0, 1+len(tools))
+	key = append(append(key, byte(proto)), tools...)
+	c.Lock()
+	ix, ok := c.m[string(key)]
+	c.Unlock()
+	if ok {
+		return ix
+	}
+	// The index's spans point into the key's copy of the array, which
+	// no request's buffer shares.
+	ix = buildIndex(key[1:], proto)
+	c.Lock()
+	defer c.Unlock()
+	if old, ok := c.m[string(key)]; ok {
+		return old // built meanwhile by another request
+	}
+	size := 2 * len(key) // the map's key and the index's copy
+	if c.bytes+size > maxIndexBytes {
+		for k := range c.m {
+			delete(c.m, k)
+			c.bytes -= 2 * len(k)
+			if c.bytes <= maxIndexBytes/2 {
+				break
+			}
+		}
+	}
+	c.m[string(key)] = ix
+	c.bytes += size
 	return ix
 }
 
