@@ -322,3 +322,51 @@ func TestStreamRepairedCallKeepsItsItem(t *testing.T) {
 		t.Fatalf("client stream:\n%s\n--- want\n%s", out, want)
 	}
 }
+
+// TestStreamCustomCallGoesOnAsItStreams: a custom tool's call is checked
+// by its name, which its added event carries, so a call of a declared
+// custom tool reaches the client delta by delta, before its item is done;
+// one naming no declared tool is held.
+func TestStreamCustomCallGoesOnAsItStreams(t *testing.T) {
+	req := []byte(`{"model":"m","stream":true,"input":"patch it","tools":[{"type":"custom","name":"apply_patch","description":"Patch"}]}`)
+	events := func(name string) []string {
+		item := `{"type":"custom_tool_call","id":"ctc_1","call_id":"call_1","name":"` + name + `","input":"*** Begin Patch\n*** End Patch","status":"completed"}`
+		return []string{
+			`{"type":"response.created","sequence_number":"SEQ","response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}`,
+			`{"type":"response.output_item.added","sequence_number":"SEQ","output_index":0,"item":{"type":"custom_tool_call","id":"ctc_1","call_id":"call_1","name":"` + name + `","input":"","status":"in_progress"}}`,
+			`{"type":"response.custom_tool_call_input.delta","sequence_number":"SEQ","item_id":"ctc_1","output_index":0,"delta":"*** Begin Patch\n"}`,
+			`{"type":"response.custom_tool_call_input.delta","sequence_number":"SEQ","item_id":"ctc_1","output_index":0,"delta":"*** End Patch"}`,
+			`{"type":"response.custom_tool_call_input.done","sequence_number":"SEQ","item_id":"ctc_1","output_index":0,"input":"*** Begin Patch\n*** End Patch"}`,
+			`{"type":"response.output_item.done","sequence_number":"SEQ","output_index":0,"item":` + item + `}`,
+			`{"type":"response.completed","sequence_number":"SEQ","response":{"id":"resp_1","object":"response","status":"completed","output":[` + item + `],"usage":` + usage1 + `}}`,
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		streams bool
+	}{{"apply_patch", true}, {"apply_diff", false}} {
+		// Fed up to the first input delta's end.
+		x := tt.Begin(t, tt.Chain(t, `[{"transform":"tools_preflight","config":{"max_repairs":0}}]`), transforms.ProtocolResponses, req)
+		if _, err := x.RewriteRequest(req); err != nil {
+			t.Fatal(err)
+		}
+		up := seqSSE(events(c.name)...)
+		s := x.NewStream()
+		cut := strings.Index(up, `"*** Begin Patch\n"}`) + len(`"*** Begin Patch\n"}`) + 2
+		if err := s.Write([]byte(up[:cut])); err != nil {
+			t.Fatal(err)
+		}
+		got := string(s.Output())
+		if streams := strings.Contains(got, `"delta":"*** Begin Patch\n"`); streams != c.streams {
+			t.Errorf("%s: the first input delta reached the client before the item was done: %v, want %v\n%s", c.name, streams, c.streams, got)
+		}
+		if err := s.Write([]byte(up[cut:])); err != nil {
+			t.Fatal(err)
+		}
+		_ = s.Close()
+		got += string(s.Output())
+		if c.streams && got != up {
+			t.Errorf("%s: the client's bytes differ from the upstream's:\n%s", c.name, got)
+		}
+	}
+}

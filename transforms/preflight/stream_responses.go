@@ -38,6 +38,8 @@ type responsesStage struct {
 	markup bool // text is searched for leaked calls
 
 	held map[int]*heldCall // by the upstream's output_index
+	// passing are the custom calls that go on as they stream (see passes).
+	passing map[int]bool
 	// Text that may be a call's markup: the hold, the message it is in,
 	// and, once the text is done, what markup it held.
 	hold    markupHold
@@ -170,7 +172,7 @@ func (s *responsesStage) Event(ev *transforms.Event, emit transforms.Emit) error
 func (s *responsesStage) begin(n int) {
 	s.round = n
 	s.a = s.p.beginAnswer(s.x, s.rec)
-	s.held, s.hidden, s.items, s.calls = nil, nil, nil, nil
+	s.held, s.hidden, s.items, s.calls, s.passing = nil, nil, nil, nil, nil
 	s.hold, s.holding, s.leak = markupHold{}, false, nil
 }
 
@@ -192,6 +194,12 @@ func (s *responsesStage) added(ev *transforms.Event, emit transforms.Emit) error
 	}
 	typ, _ := jsonspan.StringValue(d, jsonspan.Lookup(d, it.Start, "type"))
 	switch {
+	case typ == "custom_tool_call" && s.passes(d, it):
+		if s.passing == nil {
+			s.passing = map[int]bool{}
+		}
+		s.passing[o] = true
+		return emit(ev)
 	case typ == "function_call" || typ == "custom_tool_call":
 		if s.held == nil {
 			s.held = map[int]*heldCall{}
@@ -210,11 +218,40 @@ func (s *responsesStage) added(ev *transforms.Event, emit transforms.Emit) error
 	return emit(ev)
 }
 
+// passes reports whether a custom tool's call, announced by the added
+// event d with its item at it, goes to the client as it streams: a custom
+// call is checked by its name alone, which the added event already
+// carries, so one that names a declared custom tool exactly is valid
+// whatever its input. Only while no call before it is held (the client
+// gets the items in order) and not in a re-ask's answer (whose calls wait
+// for the verdict on the whole answer).
+func (s *responsesStage) passes(d []byte, it jsonspan.Span) bool {
+	if s.a.repair || len(s.held) > 0 {
+		return false
+	}
+	var sp [2]jsonspan.Span
+	jsonspan.ObjectFields(d, it.Start, []string{"namespace", "name"}, sp[:])
+	ns, _ := jsonspan.StringValue(d, sp[0])
+	name, ok := jsonspan.StringValue(d, sp[1])
+	return ok && s.rec.index().kinds[key(ns, name)] == kindCustom
+}
+
 func (s *responsesStage) itemDone(ev *transforms.Event, emit transforms.Emit) error {
 	d := ev.Data
 	o, ok := eventIndex(d)
 	it := jsonspan.Lookup(d, 0, "item")
 	if !ok || it.Start < 0 || d[it.Start] != '{' {
+		return emit(ev)
+	}
+	if s.passing[o] {
+		// A custom call that streamed on: judged now for the answer's
+		// counts and a re-ask's history, as it is done.
+		delete(s.passing, o)
+		h := &heldCall{done: bytes.Clone(d[it.Start:it.End])}
+		h.f = callFields(h.done, 0)
+		h.v = s.a.judge(h.f.ns, h.f.name, nil)
+		s.items = append(s.items, h.done)
+		s.calls = append(s.calls, h)
 		return emit(ev)
 	}
 	if s.hidden[o] {
