@@ -46,6 +46,12 @@ type CallsShown interface {
 	CallsShown() (answer int, calls int64)
 }
 
+// FiltersChanged tells the engine that the running stage's Handles (see
+// the stream engine's type filters) now handles a type it left alone
+// before, say the input deltas of a call it has begun to hold: the stream
+// asks the stages again for the types it was passing on unasked.
+func (x *Exchange) FiltersChanged() { x.filterGen++ }
+
 // asked reports whether rule i asked for a round not yet sent.
 func (x *Exchange) asked(i int) bool { return x.round != nil && x.round.rule == i }
 

@@ -673,6 +673,16 @@ func (s *Stream) push(i int, ev *Event) error {
 		for i < len(s.stages) && s.stages[i].(*trackedStream).skips(typ) {
 			i++
 		}
+	} else if i < len(s.stages) && s.stages[i].(*trackedStream).filter != nil && ev.Data != nil {
+		// An event a stage made (a call's delta in the client's shape,
+		// say): the stages that leave its type alone need not see it
+		// either.
+		if t := EventType(ev.Data); t.Start >= 0 {
+			typ := ev.Data[t.Start:t.End]
+			for i < len(s.stages) && s.stages[i].(*trackedStream).skips(typ) {
+				i++
+			}
+		}
 	}
 	if i == len(s.stages) {
 		s.write(ev)
@@ -694,9 +704,9 @@ type typeFilter interface {
 	// whose "type" is typ, a JSON string literal as the event wrote it.
 	// When it reports true the engine passes that event to the stage's
 	// Event next, so the stage may keep what it worked out about typ. The
-	// answer for a type must not change during a stream: the engine
-	// passes later events of a type no stage handles on without asking
-	// again (Stream.claim).
+	// answer for a type changes only after the stage calls
+	// Exchange.FiltersChanged: the engine passes later events of a type
+	// no stage handles on without asking again (Stream.claim).
 	Handles(typ []byte) bool
 }
 

@@ -40,6 +40,9 @@ type responsesStage struct {
 	held map[int]*heldCall // by the upstream's output_index
 	// passing are the custom calls that go on as they stream (see passes).
 	passing map[int]bool
+	// heldCustom: a custom call was held, and the stage handles custom
+	// input events from then on.
+	heldCustom bool
 	// Text that may be a call's markup: the hold, the message it is in,
 	// and, once the text is done, what markup it held.
 	hold    markupHold
@@ -95,9 +98,12 @@ func (s *responsesStage) Handles(typ []byte) bool {
 	switch string(typ) {
 	case `"response.output_item.added"`, `"response.output_item.done"`,
 		`"response.completed"`, `"response.incomplete"`, `"response.failed"`,
-		`"response.function_call_arguments.delta"`, `"response.function_call_arguments.done"`,
-		`"response.custom_tool_call_input.delta"`, `"response.custom_tool_call_input.done"`:
+		`"response.function_call_arguments.delta"`, `"response.function_call_arguments.done"`:
 		return true
+	case `"response.custom_tool_call_input.delta"`, `"response.custom_tool_call_input.done"`:
+		// Only a held custom call's input (see passes): most go on as
+		// they stream, unseen.
+		return s.heldCustom
 	case `"response.output_text.delta"`, `"response.output_text.done"`, `"response.content_part.done"`:
 		return s.markup
 	}
@@ -201,6 +207,10 @@ func (s *responsesStage) added(ev *transforms.Event, emit transforms.Emit) error
 		s.passing[o] = true
 		return emit(ev)
 	case typ == "function_call" || typ == "custom_tool_call":
+		if typ == "custom_tool_call" && !s.heldCustom {
+			s.heldCustom = true
+			s.x.FiltersChanged()
+		}
 		if s.held == nil {
 			s.held = map[int]*heldCall{}
 		}
