@@ -42,7 +42,7 @@ type chatHeld struct {
 	custom  bool     // a custom tool's call: its input is freeform
 	args    []byte   // escaped, as streamed
 	chunks  [][]byte // the chunks that carry it, as they came
-	block   []byte   // where the next chunk is copied
+	copies  blocks   // where they are copied
 	v       verdict
 	checked bool
 	out     bool // handed to the client
@@ -232,18 +232,28 @@ func (s *chatStage) fragments(d []byte, c transforms.ChatChunk, pure bool, emit 
 }
 
 // hold keeps a chunk of the call, copied: the stream's buffer is reused.
-// Chunks are copied into blocks of holdBlock bytes rather than taking an
-// allocation each (a call streams in thousands of small chunks).
 func (h *chatHeld) hold(chunk []byte) {
-	if cap(h.block)-len(h.block) < len(chunk) {
-		h.block = make([]byte, 0, max(holdBlock, len(chunk)))
-	}
-	n := len(h.block)
-	h.block = append(h.block, chunk...)
-	h.chunks = append(h.chunks, h.block[n:len(h.block):len(h.block)])
+	h.chunks = append(h.chunks, h.copies.copy(chunk, len(chunk)))
 }
 
-const holdBlock = 16 << 10
+// blocks copies what a stage holds into blocks of 16 KiB rather than
+// taking an allocation a copy: a call streams in thousands of small
+// chunks or deltas.
+type blocks struct{ cur []byte }
+
+// copy copies b, making room for need bytes (b and what is copied with
+// it) at once; nil stays nil.
+func (k *blocks) copy(b []byte, need int) []byte {
+	if b == nil {
+		return nil
+	}
+	if cap(k.cur)-len(k.cur) < need {
+		k.cur = make([]byte, 0, max(16<<10, need))
+	}
+	n := len(k.cur)
+	k.cur = append(k.cur, b...)
+	return k.cur[n:len(k.cur):len(k.cur)]
+}
 
 // fragmentChunk is a chunk that carries one tool_calls entry.
 func (s *chatStage) fragmentChunk(frag []byte) []byte {

@@ -61,29 +61,17 @@ type responsesStage struct {
 // heldCall is one call's events, held until it is checked.
 type heldCall struct {
 	events []transforms.Event // copies, from output_item.added on
-	block  []byte             // where the next event is copied
+	copies blocks             // where they are copied
 	done   []byte             // the item, done
 	f      fields
 	v      verdict
 }
 
 // hold keeps a copy of one of the call's events (the stream's buffer is
-// reused), in blocks of holdBlock bytes rather than two allocations an
-// event: a call streams in thousands of small deltas.
+// reused).
 func (h *heldCall) hold(ev *transforms.Event) {
-	if n := len(ev.Name) + len(ev.Data); cap(h.block)-len(h.block) < n {
-		h.block = make([]byte, 0, max(holdBlock, n))
-	}
-	h.events = append(h.events, transforms.Event{Name: h.copy(ev.Name), Data: h.copy(ev.Data)})
-}
-
-func (h *heldCall) copy(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	n := len(h.block)
-	h.block = append(h.block, b...)
-	return h.block[n:len(h.block):len(h.block)]
+	name := h.copies.copy(ev.Name, len(ev.Name)+len(ev.Data))
+	h.events = append(h.events, transforms.Event{Name: name, Data: h.copies.copy(ev.Data, len(ev.Data))})
 }
 
 // Handles tells the engine which events the stage needs: calls and the
