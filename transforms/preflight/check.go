@@ -78,47 +78,52 @@ func buildIndex(tools []byte, proto transforms.Protocol) *toolIndex {
 
 // indexCache keeps the indexes of the tools arrays requests declared, by
 // protocol and bytes, within a budget of bytes; past it, about half goes.
-var indexCache = toolIndexCache{m: map[string]*toolIndex{}}
+var indexCache = toolIndexCache{m: map[transforms.Protocol]map[string]*toolIndex{}}
 
-const (
-	maxIndexedTools = 4 << 20  // a larger tools array is read for its request only
-	maxIndexBytes   = 32 << 20 // the cache's budget: its keys and the index's copies, summed
-)
+const maxIndexedTools = 4 << 20 // a larger tools array is read for its request only
+
+// maxIndexBytes is the cache's budget: its keys and the index's copies,
+// summed (a variable for the tests).
+var maxIndexBytes = 32 << 20
 
 type toolIndexCache struct {
 	sync.Mutex
-	m     map[string]*toolIndex // by the protocol's byte, then the array
+	m     map[transforms.Protocol]map[string]*toolIndex // by protocol, then the array
 	bytes int
 }
 
 func (c *toolIndexCache) get(tools []byte, proto transforms.Protocol) *toolIndex {
-	key := make([]byte, 0, 1+len(tools))
-	key = append(append(key, byte(proto)), tools...)
 	c.Lock()
-	ix, ok := c.m[string(key)]
+	ix, ok := c.m[proto][string(tools)] // (no copy of tools for the lookup)
 	c.Unlock()
 	if ok {
 		return ix
 	}
-	// The index's spans point into the key's copy of the array, which
-	// no request's buffer shares.
-	ix = buildIndex(key[1:], proto)
+	// The index's spans point into a copy of the array, which no
+	// request's buffer shares.
+	ix = buildIndex(bytes.Clone(tools), proto)
 	c.Lock()
 	defer c.Unlock()
-	if old, ok := c.m[string(key)]; ok {
+	if old, ok := c.m[proto][string(tools)]; ok {
 		return old // built meanwhile by another request
 	}
-	size := 2 * len(key) // the map's key and the index's copy
+	size := 2 * len(tools) // the map's key and the index's copy
 	if c.bytes+size > maxIndexBytes {
-		for k := range c.m {
-			delete(c.m, k)
-			c.bytes -= 2 * len(k)
-			if c.bytes <= maxIndexBytes/2 {
-				break
+	evict:
+		for _, m := range c.m {
+			for k := range m {
+				delete(m, k)
+				c.bytes -= 2 * len(k)
+				if c.bytes <= maxIndexBytes/2 {
+					break evict
+				}
 			}
 		}
 	}
-	c.m[string(key)] = ix
+	if c.m[proto] == nil {
+		c.m[proto] = map[string]*toolIndex{}
+	}
+	c.m[proto][string(tools)] = ix
 	c.bytes += size
 	return ix
 }

@@ -1,6 +1,8 @@
 package preflight
 
 import (
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -63,4 +65,31 @@ func TestToolIndexSharedConcurrently(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestToolIndexCacheStaysInItsBudget: past the budget about half the
+// cache goes, and the array just read is kept.
+func TestToolIndexCacheStaysInItsBudget(t *testing.T) {
+	budget := maxIndexBytes
+	maxIndexBytes = 4 << 10
+	defer func() { maxIndexBytes = budget }()
+	var last *toolIndex
+	var lastTools []byte
+	for i := range 40 {
+		req := []byte(`{"tools":[{"type":"function","name":"idx_budget_` + strings.Repeat("x", 40) + strconv.Itoa(i) + `","parameters":{"type":"object"}}]}`)
+		last = readTools(req, transforms.ProtocolResponses)
+		lastTools = req[len(`{"tools":`) : len(req)-1]
+		indexCache.Lock()
+		n := indexCache.bytes
+		indexCache.Unlock()
+		if n > maxIndexBytes {
+			t.Fatalf("after %d arrays the cache holds %d bytes, over its %d", i+1, n, maxIndexBytes)
+		}
+	}
+	indexCache.Lock()
+	kept := indexCache.m[transforms.ProtocolResponses][string(lastTools)]
+	indexCache.Unlock()
+	if kept != last {
+		t.Fatal("the array just read is not in the cache")
+	}
 }
