@@ -73,6 +73,12 @@ type chatToMessages struct {
 	// What the chunk being handled says, collected by read.
 	items []chunkItem
 	frags []transforms.ChatFragment
+	// The members before "choices" of the last chunk walked whole, and
+	// the items read from them: a provider repeats them byte for byte in
+	// every chunk (id, object, created, model, fingerprint), so a chunk
+	// that starts with the same bytes is walked from "choices" on.
+	head      []byte
+	headItems []chunkItem
 }
 
 // streamCall is one call of the answer.
@@ -220,12 +226,16 @@ type chunkItem struct {
 // and no byte of it is read twice. It reports whether d is valid.
 func (s *chatToMessages) read(d []byte) bool {
 	s.items, s.frags = s.items[:0], s.frags[:0]
-	end := jsonspan.WalkMembers(d, 0, func(k jsonspan.Span, v int) int {
+	choices := -1 // where the "choices" key starts, when walked to
+	walk := func(k jsonspan.Span, v int) int {
 		if v >= len(d) {
 			return -1
 		}
 		name := jsonspan.KeyName(d, k)
 		if name == "choices" && d[v] == '[' {
+			if choices < 0 {
+				choices = k.Start
+			}
 			// Walked into, not skipped first: the choices are most of a
 			// chunk.
 			return jsonspan.WalkElements(d, v, func(c int) int {
@@ -248,7 +258,24 @@ func (s *chatToMessages) read(d []byte) bool {
 			}
 		}
 		return e
-	})
+	}
+	var end int
+	if h := len(s.head); h > 0 && len(d) > h && string(d[:h]) == string(s.head) {
+		// The same head as a chunk walked before: valid, and read into
+		// the same items at the same offsets.
+		s.items = append(s.items, s.headItems...)
+		end = jsonspan.WalkMembersAt(d, jsonspan.SkipSpace(d, h), walk)
+	} else {
+		end = jsonspan.WalkMembers(d, 0, walk)
+		if end >= 0 && choices > 0 {
+			n := 0
+			for n < len(s.items) && s.items[n].kind != 'c' {
+				n++
+			}
+			s.head = append(s.head[:0], d[:choices]...)
+			s.headItems = append(s.headItems[:0], s.items[:n]...)
+		}
+	}
 	if end < 0 || jsonspan.SkipSpace(d, end) != len(d) {
 		return false
 	}
