@@ -258,13 +258,7 @@ func (p *Preflight) chatBody(x *transforms.Exchange, rec *record, body []byte) (
 	}
 	finish := jsonspan.Lookup(body, ch.Start, "finish_reason")
 	asked := false
-	ids := true // a re-ask answers each call by its id
-	for _, c := range calls {
-		if c.c.id == "" {
-			ids = false
-		}
-	}
-	if a.invalid > 0 && a.reaskable && ids && !jsonspan.IsString(body, finish, "length") {
+	if a.invalid > 0 && a.reaskable && !jsonspan.IsString(body, finish, "length") {
 		turn := chatTurn{}
 		if sp := mf[1]; sp.Start >= 0 && body[sp.Start] == '"' {
 			turn.content = body[sp.Start:sp.End]
@@ -273,16 +267,20 @@ func (p *Preflight) chatBody(x *transforms.Exchange, rec *record, body []byte) (
 			turn.reasoning = body[sp.Start:sp.End]
 		}
 		var outs []callOutput
-		for _, c := range calls {
+		for k, c := range calls {
 			if c.v.dup {
 				continue
 			}
-			turn.calls = append(turn.calls, c.c)
+			cc := c.c
+			if cc.id == "" {
+				cc.id = reaskCallID(k)
+			}
+			turn.calls = append(turn.calls, cc)
 			text := validNote
 			if !c.v.valid() {
 				text = c.v.message
 			}
-			outs = append(outs, callOutput{callID: c.c.id, text: text})
+			outs = append(outs, callOutput{callID: cc.id, text: text})
 		}
 		if req, err := reaskChat(rec.reaskBase(), turn, outs); err == nil {
 			asked = a.reask(req)

@@ -370,3 +370,59 @@ func TestStreamCustomCallGoesOnAsItStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestChatReaskNamesCallsThatCameWithoutAnID: a serving stack that sends
+// calls without an id still gets its invalid call asked for again; the
+// re-ask's history names the call (call_pf_<n>) and its tool message
+// answers that name. Streamed and not.
+func TestChatReaskNamesCallsThatCameWithoutAnID(t *testing.T) {
+	check := func(t *testing.T, sent [][]byte) {
+		t.Helper()
+		if len(sent) != 2 {
+			t.Fatalf("upstream got %d requests, want 2", len(sent))
+		}
+		msgs := gjson.GetBytes(sent[1], "messages").Array()
+		if len(msgs) != 3 {
+			t.Fatalf("re-ask messages = %s", gjson.GetBytes(sent[1], "messages").Raw)
+		}
+		tt.JSONEqual(t, []byte(msgs[1].Raw), `{"role":"assistant","content":"Reading.","tool_calls":[{"id":"call_pf_0","type":"function","function":{"name":"read_file","arguments":`+jsonString(badArgs)+`}}]}`)
+		if msgs[2].Get("role").String() != "tool" || msgs[2].Get("tool_call_id").String() != "call_pf_0" ||
+			!strings.Contains(msgs[2].Get("content").String(), "at /limit (schema /properties/limit/type)") {
+			t.Errorf("tool message = %s", msgs[2].Raw)
+		}
+	}
+	t.Run("stream", func(t *testing.T) {
+		up, _ := script(chatAnswer("1", "Reading.", "", badArgs, chatUsage1), chatAnswer("2", "Sorry.", "", goodArgs, chatUsage2))
+		x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolChat, []byte(chatReq))
+		out, sent := tt.RunStream(t, x, []byte(chatReq), up, 4096)
+		check(t, sent)
+		if got := tt.CallText(mustChunks(t, out)); len(got) != 2 || got["0/0"] != goodArgs || got["0/0/name"] != "function:read_file" {
+			t.Fatalf("the client's calls: %v\n%s", got, out)
+		}
+	})
+	t.Run("json", func(t *testing.T) {
+		req := strings.Replace(chatReq, `"stream":true`, `"stream":false`, 1)
+		answer := func(id, text, args, usage string) string {
+			return `{"id":"c` + id + `","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` + text + `","tool_calls":[{"type":"function","function":{"name":"read_file","arguments":` + jsonString(args) + `}}]},"finish_reason":"tool_calls"}],"usage":` + usage + `}`
+		}
+		up, _ := script(answer("1", "Reading.", badArgs, chatUsage1), answer("2", "Sorry.", goodArgs, chatUsage2))
+		x := tt.Begin(t, tt.Chain(t, rules), transforms.ProtocolChat, []byte(req))
+		out, sent, err := tt.RunJSON(t, x, []byte(req), up)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, sent)
+		if got := gjson.GetBytes(out, "choices.0.message.tool_calls.#.function.arguments").Array(); len(got) != 1 || got[0].String() != goodArgs {
+			t.Fatalf("the client's calls: %s", out)
+		}
+	})
+}
+
+func mustChunks(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	chunks, done := tt.ChatChunks(t, out)
+	if !done {
+		t.Fatalf("no [DONE]:\n%s", out)
+	}
+	return chunks
+}

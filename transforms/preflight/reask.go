@@ -3,6 +3,7 @@ package preflight
 import (
 	"github.com/llmtransform/caddy-llm-transform/internal/jsonspan"
 	"github.com/llmtransform/caddy-llm-transform/transforms"
+	"strconv"
 )
 
 // A re-ask is the request the answer came for, with the answer's turn and
@@ -69,6 +70,11 @@ type chatCall struct {
 	id, name string
 	args     []byte
 }
+
+// reaskCallID names the k-th call of a Chat answer that came without an
+// id (some serving stacks send none) in a re-ask's history, where the
+// tool message that answers it must name it.
+func reaskCallID(k int) string { return "call_pf_" + strconv.Itoa(k) }
 
 // reaskChat builds a Chat re-ask from req: its messages followed by the
 // assistant's turn and one tool message per call.

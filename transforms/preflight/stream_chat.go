@@ -365,13 +365,7 @@ func (s *chatStage) finish(length bool, emit transforms.Emit) error {
 	if len(invalid) == 0 {
 		return nil
 	}
-	ids := true // a re-ask answers each call by its id
-	for _, h := range s.calls {
-		if h.id == "" {
-			ids = false
-		}
-	}
-	if s.a.reaskable && !length && ids {
+	if s.a.reaskable && !length {
 		turn := chatTurn{}
 		if len(s.text) > 0 {
 			turn.content = append(append([]byte{'"'}, s.text...), '"')
@@ -380,16 +374,20 @@ func (s *chatStage) finish(length bool, emit transforms.Emit) error {
 			turn.reasoning = append(append([]byte{'"'}, s.thought...), '"')
 		}
 		var outs []callOutput
-		for _, h := range s.calls {
+		for k, h := range s.calls {
 			if h.v.dup {
 				continue
 			}
-			turn.calls = append(turn.calls, chatCall{id: h.id, name: h.name, args: jsonspan.Unescape(nil, h.args)})
+			id := h.id
+			if id == "" {
+				id = reaskCallID(k)
+			}
+			turn.calls = append(turn.calls, chatCall{id: id, name: h.name, args: jsonspan.Unescape(nil, h.args)})
 			text := validNote
 			if !h.v.valid() {
 				text = h.v.message
 			}
-			outs = append(outs, callOutput{callID: h.id, text: text})
+			outs = append(outs, callOutput{callID: id, text: text})
 		}
 		if req, err := reaskChat(s.rec.reaskBase(), turn, outs); err == nil {
 			if s.a.reask(req) {
