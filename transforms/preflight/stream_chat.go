@@ -23,6 +23,7 @@ type chatStage struct {
 	markup bool // text is searched for leaked calls
 
 	head     []byte // the first chunk's members before "choices", for chunks the stage writes
+	reader   transforms.ChatChunkReader
 	hold     markupHold
 	holding  bool // the hold keeps text back
 	calls    []*chatHeld
@@ -66,7 +67,7 @@ func (s *chatStage) Event(ev *transforms.Event, emit transforms.Emit) error {
 		}
 		return emit(ev)
 	}
-	c := transforms.ReadChatChunk(d)
+	c := s.reader.Read(d)
 	if s.head == nil && c.Choices.Start > 0 {
 		s.head = bytes.Clone(d[:jsonspan.KeyStart(d, c.Choices)])
 	}
