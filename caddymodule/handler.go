@@ -90,8 +90,10 @@ type Handler struct {
 
 	// Adds an X-LLM-Transform-Explain response header that sums up
 	// what the rules did to the request: the rules applied, the counts of
-	// converted and restored calls, and the decisions taken. It shows tool
-	// names, never bodies or keys. Default: false.
+	// converted and restored calls, the rounds, and the decisions taken.
+	// A stream, whose header goes out before its answer, also gets a
+	// trailer of that name with the whole exchange. It shows tool names,
+	// never bodies or keys. Default: false.
 	Explain bool `json:"explain,omitempty"`
 
 	protocol transforms.Protocol
@@ -513,6 +515,12 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, next caddyhttp
 	err := rw.finish()
 	if err == nil && x.PendingRound() != nil {
 		err = h.runRounds(rw, r, next, x, lease)
+	}
+	if h.Explain && rw.mode == modeStream {
+		// A stream's explain header went out before its answer: a
+		// trailer of the same name sums up the whole exchange, its
+		// restorations and rounds included.
+		w.Header().Set(http.TrailerPrefix+ExplainHeader, explain(x))
 	}
 	observeResponse(rw, x)
 	return err

@@ -675,6 +675,13 @@ func TestPreflightResponsesReask(t *testing.T) {
 		if bytes.Contains(body, []byte("Sorry.")) || bytes.Contains(body, []byte("fc_1")) || bytes.Contains(body, []byte("resp_2")) {
 			t.Errorf("the client saw the hidden round's text, the bad call or the second response")
 		}
+		// The header went out before the round; the trailer lists it.
+		if h := resp.Header.Get("X-LLM-Transform-Explain"); h == "" || pfExplainRounds.MatchString(h) {
+			t.Errorf("explain header %q: want one sent before the round", h)
+		}
+		if tr := resp.Trailer.Get("X-LLM-Transform-Explain"); !pfExplainRounds.MatchString(tr) {
+			t.Errorf("explain trailer %q lists no repair round", tr)
+		}
 	})
 
 	if t.Failed() {
