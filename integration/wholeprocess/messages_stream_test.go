@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,20 +61,10 @@ func setupMessages(b *testing.B) {
 		msgsText = bridgeText
 		msgsN = bridgeN
 		msgsUp = httptest.NewServer(http.HandlerFunc(serveMessagesUpstream))
-		up := strings.TrimPrefix(msgsUp.URL, "http://")
-		procMsgsA, msgsErr = startCaddy("msgsA", "\treverse_proxy "+up)
-		if msgsErr != nil {
-			return
-		}
-		procMsgsB, msgsErr = startCaddy("msgsB", `	llm_transform {
-		rule messages_to_chat {
+		procMsgsA, procMsgsB, msgsErr = startPair("msgsA", "msgsB", msgsUp, `		rule messages_to_chat {
 			profile deepseek
 		}
-	}
-	reverse_proxy `+up)
-		if msgsErr == nil {
-			msgsErr = pin(os.Getpid(), procMsgsA, procMsgsB)
-		}
+`)
 	})
 	if msgsErr != nil {
 		b.Fatal(msgsErr)

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -48,20 +47,10 @@ func setupSchema(b *testing.B) {
 			return
 		}
 		schemaUp = httptest.NewServer(http.HandlerFunc(serveSchemaUpstream))
-		up := strings.TrimPrefix(schemaUp.URL, "http://")
-		procSchemaA, schemaErr = startCaddy("schemaA", "\treverse_proxy "+up)
-		if schemaErr != nil {
-			return
-		}
-		procSchemaB, schemaErr = startCaddy("schemaB", `	llm_transform {
-		rule tools_normalize_schema {
+		procSchemaA, procSchemaB, schemaErr = startPair("schemaA", "schemaB", schemaUp, `		rule tools_normalize_schema {
 			dialect gemini
 		}
-	}
-	reverse_proxy `+up)
-		if schemaErr == nil {
-			schemaErr = pin(os.Getpid(), procSchemaA, procSchemaB)
-		}
+`)
 	})
 	if schemaErr != nil {
 		b.Fatal(schemaErr)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -105,20 +104,11 @@ func setupDefer(b *testing.B) {
 			}
 		}
 		deferUp = httptest.NewServer(http.HandlerFunc(serveDeferUpstream))
-		up := strings.TrimPrefix(deferUp.URL, "http://")
-		if procDeferA, deferErr = startCaddy("deferA", "\treverse_proxy "+up); deferErr != nil {
-			return
-		}
-		procDeferB, deferErr = startCaddy("deferB", `	llm_transform {
-		rule tools_defer
+		procDeferA, procDeferB, deferErr = startPair("deferA", "deferB", deferUp, `		rule tools_defer
 		rule tools_plan {
 			profile openai_chat
 		}
-	}
-	reverse_proxy `+up)
-		if deferErr == nil {
-			deferErr = pin(os.Getpid(), procDeferA, procDeferB)
-		}
+`)
 	})
 	if deferErr != nil {
 		b.Fatal(deferErr)

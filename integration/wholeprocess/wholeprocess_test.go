@@ -238,24 +238,28 @@ func setup(b *testing.B) {
 	setupOnce.Do(func() {
 		initTables() // before the upstream serves them
 		upstream = httptest.NewServer(http.HandlerFunc(serveUpstream))
-		up := strings.TrimPrefix(upstream.URL, "http://")
-		procA, setupErr = startCaddy("A", "\treverse_proxy "+up)
-		if setupErr != nil {
-			return
-		}
-		procB, setupErr = startCaddy("B", `	llm_transform {
-		rule field_custom_tools_to_function {
+		procA, procB, setupErr = startPair("A", "B", upstream, `		rule field_custom_tools_to_function {
 			names *
 		}
-	}
-	reverse_proxy `+up)
-		if setupErr == nil {
-			setupErr = pin(os.Getpid(), procA, procB)
-		}
+`)
 	})
 	if setupErr != nil {
 		b.Fatal(setupErr)
 	}
+}
+
+// startPair starts the two processes of a benchmark in front of up: A a
+// plain reverse_proxy, B the same behind llm_transform with rules (the
+// Caddyfile lines inside its block), and pins them (see pin).
+func startPair(nameA, nameB string, up *httptest.Server, rules string) (a, b *proc, err error) {
+	addr := strings.TrimPrefix(up.URL, "http://")
+	if a, err = startCaddy(nameA, "\treverse_proxy "+addr); err != nil {
+		return nil, nil, err
+	}
+	if b, err = startCaddy(nameB, "\tllm_transform {\n"+rules+"\t}\n\treverse_proxy "+addr); err != nil {
+		return nil, nil, err
+	}
+	return a, b, pin(os.Getpid(), a, b)
 }
 
 // pin, when LLMT_WP_PIN is "<cpus>/<cpus>" (taskset lists, e.g. 0/1),
